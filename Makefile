@@ -1,0 +1,100 @@
+# qwenc build.
+#
+# Layout (dependencies point one way):
+#   cli, server -> engine -> infer, model, tokenizer, sample -> kernels, runtime -> format, base
+#
+# Every .c under src/ except src/cli/ goes into build/libqwenc.a; the CLI links it.
+# Kernel files named *_avx2.c / *_avx512.c get only their own ISA flags (never
+# -march=native on shared code: the binary picks its kernels at run time).
+#
+# Targets: all (./qwenc), test, asan, bench, clean, format.
+
+CC       ?= cc
+PKG      ?= pkg-config
+OPT      ?= -O2
+BUILD    ?= build
+SAN      ?=
+WERROR   ?=
+CFLAGS_BASE = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_DARWIN_C_SOURCE \
+              -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter \
+              $(WERROR) $(OPT) -g -pthread -Isrc $(SAN)
+
+# Libraries, found with pkg-config (Debian and Homebrew both ship .pc files).
+PKGS     = libcjson libpcre2-8 libutf8proc libmicrohttpd libcurl libedit
+PKG_CFLAGS := $(shell $(PKG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG) --libs $(PKGS) 2>/dev/null)
+CFLAGS  += $(CFLAGS_BASE) $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -lm -pthread $(SAN)
+
+ARCH := $(shell $(CC) -dumpmachine)
+ifneq (,$(findstring x86_64,$(ARCH)))
+  FLAGS_AVX2   = -mavx2 -mfma -mf16c
+  FLAGS_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
+endif
+
+LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# C tests: each tests/<group>/test_*.c is one program with its own main().
+TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test test-c test-e2e asan bench clean format fixtures
+all: qwenc
+
+qwenc: $(BUILD)/qwenc
+	@cp $< $@
+
+$(BUILD)/qwenc: $(CLI_OBJ) $(BUILD)/libqwenc.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libqwenc.a $(LDLIBS)
+
+$(BUILD)/libqwenc.a: $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FLAGS_AVX2) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FLAGS_AVX512) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libqwenc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libqwenc.a $(LDLIBS)
+
+tests: $(TEST_BIN)
+
+# The README's test command. Runs every C test program, then the end-to-end
+# suite, and ends with one line "N passed, N failed".
+test: qwenc $(TEST_BIN)
+	@BUILD=$(BUILD) tests/run.sh
+
+# The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  build-asan/qwenc $(TEST_SRC:tests/%.c=build-asan/tests/%)
+	@BUILD=build-asan QWENC_SKIP_E2E=1 tests/run.sh
+
+bench: qwenc
+	tools/bench.sh
+
+fixtures:
+	tools/venv.sh && .venv/bin/python tools/make_fixtures.py
+
+format:
+	clang-format -i $(LIB_SRC) $(CLI_SRC) $(wildcard src/*/*.h) $(TEST_SRC)
+
+clean:
+	rm -rf build build-asan build-arm64 qwenc
+
+-include $(DEPS)

@@ -1,0 +1,68 @@
+/* cli.h - the command line: options parsed once, one function per mode.
+ *
+ * main.c parses argv into qw_opts and calls the mode; each mode lives in its
+ * own file (mode_*.c) and returns the process exit status. Only src/cli/
+ * decides exit codes: 0 success, 1 runtime failure, 2 usage error.
+ */
+#ifndef QW_CLI_H
+#define QW_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sample/sampler.h"
+
+typedef struct qw_opts {
+    const char *model;        /* folder, or a Hugging Face repo id found in the cache */
+    /* single-shot */
+    const char *tokens;       /* "151644 8948 ..." (positional or --tokens) */
+    int n_predict;            /* -n / positional N; -1 = default */
+    const char *logits_out;   /* --logits-out FILE */
+    /* text */
+    const char *prompt;       /* --prompt TEXT */
+    const char *system;       /* --system TEXT */
+    int raw;                  /* --raw: no chat template */
+    const char *tokenize;     /* --tokenize TEXT|- */
+    const char *detokenize;   /* --detokenize IDS */
+    /* sampling */
+    qw_sampling sampling;
+    int sampling_set;         /* any sampling flag given (else model defaults / greedy) */
+    /* runtime */
+    int threads;              /* --threads; 0 = physical cores */
+    int n_ctx;                /* --ctx; 0 = default 4096 (capped by the model) */
+    /* servers */
+    int http_port;            /* --http PORT; 0 = off */
+    const char *host;         /* --host ADDR (default 127.0.0.1) */
+    int parallel;             /* --parallel N slots (default 4) */
+    int queue;                /* --queue N waiting requests (default 64) */
+    const char *api_key;      /* --api-key KEY */
+    const char *cors;         /* --cors ORIGIN */
+    long max_body;            /* --max-body BYTES (default 1 MiB) */
+    int server;               /* --server given */
+    const char *socket_path;  /* --server PATH: Unix socket; NULL = stdin server */
+} qw_opts;
+
+void opts_defaults(qw_opts *o);
+
+/* Resolve MODEL: a folder path as is, else a repo id ("Qwen/Qwen2.5-0.5B-Instruct")
+ * looked up in the Hugging Face cache ($HF_HOME/hub). Returns a malloc'd path
+ * or NULL with a message. (src/cli/mode_pull.c) */
+char *cli_resolve_model(const char *arg, char *errbuf, int errlen);
+
+/* Modes. argc/argv are what follows the subcommand word. */
+int mode_tokens(const qw_opts *o);     /* single-shot ids in, ids out; --logits-out */
+int mode_text(const qw_opts *o);       /* --prompt, --tokenize, --detokenize */
+int mode_http(const qw_opts *o);       /* --http PORT */
+int mode_socket(const qw_opts *o);     /* --server PATH */
+int mode_stdin(const qw_opts *o);      /* --server */
+int mode_pull(int argc, char **argv);  /* qwenc pull REPO [--revision R] */
+int mode_synth(int argc, char **argv); /* qwenc synth OUT_DIR [--config F] */
+int mode_chat(int argc, char **argv);  /* qwenc chat MODEL [options] */
+
+/* Parse options after MODEL into o (shared by the default mode and chat).
+ * Returns 0, or -1 after printing a message naming the bad option. */
+int opts_parse(qw_opts *o, int argc, char **argv, int first);
+
+void usage(FILE *f);
+
+#endif

@@ -1,0 +1,183 @@
+/* options.c - command-line options shared by every model mode. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+void opts_defaults(qw_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = -1;
+    o->sampling = sampling_default();
+    o->host = "127.0.0.1";
+    o->parallel = 4;
+    o->queue = 64;
+    o->max_body = 1L << 20;
+}
+
+void usage(FILE *f) {
+    fputs(
+        "qwenc - Qwen2-family LLM inference on the CPU, from a Hugging Face model folder\n"
+        "\n"
+        "Usage:\n"
+        "  qwenc MODEL \"IDS\" N                 generate N tokens after the token ids IDS;\n"
+        "                                      prints the generated ids on one line\n"
+        "  qwenc MODEL --tokens \"IDS\" [-n N] [sampling] [runtime]\n"
+        "  qwenc MODEL --tokens \"IDS\" --logits-out FILE\n"
+        "                                      write the logits of every prompt position\n"
+        "                                      (float32 LE, n_tokens x vocab)\n"
+        "  qwenc MODEL --prompt \"TEXT\" [-n N] [--system TEXT] [--raw] [sampling]\n"
+        "                                      chat-templated generation, text streamed\n"
+        "  qwenc MODEL --tokenize \"TEXT\"|-    print token ids (no template)\n"
+        "  qwenc MODEL --detokenize \"IDS\"      print text\n"
+        "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
+        "              [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
+        "                                      HTTP server (seed API + OpenAI API)\n"
+        "  qwenc MODEL --server PATH           Unix socket server (JSON lines)\n"
+        "  qwenc MODEL --server                stdin server (\"ids|max_tokens\" lines)\n"
+        "  qwenc chat MODEL [options]          interactive terminal chat\n"
+        "  qwenc pull REPO [--revision REV]    download a model from Hugging Face\n"
+        "  qwenc synth OUT_DIR [--config F] [--tokenizer DIR] [--dtype bf16|f16|f32] [--seed S]\n"
+        "                                      write a random-weight model (offline testing)\n"
+        "\n"
+        "MODEL is a folder (config.json, *.safetensors, tokenizer.json) or a repo id\n"
+        "such as Qwen/Qwen2.5-0.5B-Instruct found in the Hugging Face cache.\n"
+        "\n"
+        "Sampling (default: the model's generation_config.json, else greedy):\n"
+        "  --greedy  --temp T  --top-k K  --top-p P  --min-p M\n"
+        "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F  --seed S\n"
+        "Runtime:\n"
+        "  -n N              tokens to generate (default 50; single-shot default 20)\n"
+        "  --threads N       compute threads (default: physical cores)\n"
+        "  --ctx N           context length (default 4096, at most the model's)\n"
+        "Environment:\n"
+        "  QWENC_ISA=ref|avx2|avx512|neon   force a kernel level\n"
+        "  QWENC_LOG=debug|info|warn|error|quiet\n"
+        "  HF_HOME, HF_ENDPOINT, HF_TOKEN   Hugging Face cache, mirror, token\n",
+        f);
+}
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "qwenc: %s: expected an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *opt, const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "qwenc: %s: expected a number in [%g, %g], got '%s'\n", opt, lo, hi, s);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int opts_parse(qw_opts *o, int argc, char **argv, int first) {
+    int positional = 0;
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long l;
+#define NEED_ARG                                                        \
+    do {                                                                \
+        if (!v) {                                                       \
+            fprintf(stderr, "qwenc: %s needs a value\n", a);             \
+            return -1;                                                  \
+        }                                                               \
+        i++;                                                            \
+    } while (0)
+        if (a[0] != '-' || (a[1] == '\0')) {
+            /* Seed form: MODEL "IDS" N */
+            if (positional == 0 && !o->tokens) o->tokens = a;
+            else if (positional <= 1 && o->n_predict < 0) {
+                if (parse_long("N", a, 0, INT_MAX, &l)) return -1;
+                o->n_predict = (int)l;
+            } else {
+                fprintf(stderr, "qwenc: unexpected argument '%s'\n", a);
+                return -1;
+            }
+            positional++;
+        } else if (!strcmp(a, "--tokens")) { NEED_ARG; o->tokens = v; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--max-tokens")) {
+            NEED_ARG; if (parse_long(a, v, 0, INT_MAX, &l)) return -1; o->n_predict = (int)l;
+        }
+        else if (!strcmp(a, "--logits-out")) { NEED_ARG; o->logits_out = v; }
+        else if (!strcmp(a, "--prompt")) { NEED_ARG; o->prompt = v; }
+        else if (!strcmp(a, "--system")) { NEED_ARG; o->system = v; }
+        else if (!strcmp(a, "--raw")) o->raw = 1;
+        else if (!strcmp(a, "--tokenize")) { NEED_ARG; o->tokenize = v; }
+        else if (!strcmp(a, "--detokenize")) { NEED_ARG; o->detokenize = v; }
+        else if (!strcmp(a, "--greedy")) { o->sampling.temperature = 0; o->sampling_set = 1; }
+        else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
+            NEED_ARG; if (parse_float(a, v, 0, 100, &o->sampling.temperature)) return -1; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--top-k")) {
+            NEED_ARG; if (parse_long(a, v, 0, INT_MAX, &l)) return -1; o->sampling.top_k = (int)l; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--top-p")) {
+            NEED_ARG; if (parse_float(a, v, 0, 1, &o->sampling.top_p)) return -1; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--min-p")) {
+            NEED_ARG; if (parse_float(a, v, 0, 1, &o->sampling.min_p)) return -1; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--repeat-penalty")) {
+            NEED_ARG; if (parse_float(a, v, 0.01, 100, &o->sampling.repeat_penalty)) return -1; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--presence-penalty")) {
+            NEED_ARG; if (parse_float(a, v, -2, 2, &o->sampling.presence_penalty)) return -1; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--frequency-penalty")) {
+            NEED_ARG; if (parse_float(a, v, -2, 2, &o->sampling.frequency_penalty)) return -1; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--seed")) {
+            NEED_ARG;
+            char *end; errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (errno || end == v || *end) { fprintf(stderr, "qwenc: --seed: expected an integer, got '%s'\n", v); return -1; }
+            o->sampling.seed = s; o->sampling_set = 1;
+        }
+        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+            NEED_ARG; if (parse_long(a, v, 1, 1024, &l)) return -1; o->threads = (int)l;
+        }
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            NEED_ARG; if (parse_long(a, v, 16, 1 << 24, &l)) return -1; o->n_ctx = (int)l;
+        }
+        else if (!strcmp(a, "--http")) {
+            NEED_ARG; if (parse_long(a, v, 0, 65535, &l)) return -1; o->http_port = (int)l;
+            if (!o->http_port) o->http_port = -1; /* port 0: any free port */
+        }
+        else if (!strcmp(a, "--host")) { NEED_ARG; o->host = v; }
+        else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
+            NEED_ARG; if (parse_long(a, v, 1, 256, &l)) return -1; o->parallel = (int)l;
+        }
+        else if (!strcmp(a, "--queue")) {
+            NEED_ARG; if (parse_long(a, v, 0, 1 << 20, &l)) return -1; o->queue = (int)l;
+        }
+        else if (!strcmp(a, "--api-key")) { NEED_ARG; o->api_key = v; }
+        else if (!strcmp(a, "--cors")) { NEED_ARG; o->cors = v; }
+        else if (!strcmp(a, "--max-body")) {
+            NEED_ARG; if (parse_long(a, v, 1024, 1L << 30, &l)) return -1; o->max_body = l;
+        }
+        else if (!strcmp(a, "--server")) {
+            o->server = 1;
+            if (v && v[0] != '-') { o->socket_path = v; i++; }
+        }
+        else {
+            fprintf(stderr, "qwenc: unknown option '%s' (see qwenc --help)\n", a);
+            return -1;
+        }
+#undef NEED_ARG
+    }
+    return 0;
+}

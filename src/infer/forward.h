@@ -1,0 +1,53 @@
+/* forward.h - the transformer forward pass over a batch of tokens.
+ *
+ * A qw_ctx holds everything a forward pass writes: the KV cache of n_slots
+ * independent sequences of up to n_ctx positions each, and activation
+ * buffers for up to max_batch tokens, all allocated once by ctx_create() so
+ * that forward() never allocates and cannot fail on valid input.
+ *
+ * A batch mixes sequences freely (continuous batching): token i belongs to
+ * slot[i] at position pos[i]. Within one batch the tokens of one slot must be
+ * consecutive positions in increasing order; a token at position p attends to
+ * positions 0..p of its own slot (positions < the batch's first one for that
+ * slot must have been filled by earlier calls). Writing position p of a slot
+ * overwrites what was there, so a slot is reused by starting again at 0.
+ *
+ * Prefill (many tokens) runs the projections as matrix-matrix products;
+ * decode (one token per slot) as matrix-vector products. The output layer
+ * runs only for tokens with want_logits set.
+ */
+#ifndef QW_FORWARD_H
+#define QW_FORWARD_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+#include "runtime/pool.h"
+
+typedef struct qw_ctx qw_ctx;
+
+typedef struct qw_batch {
+    int n;                       /* number of tokens, 1..max_batch */
+    const int32_t *tokens;       /* [n] token ids, 0 <= id < vocab */
+    const int32_t *pos;          /* [n] positions, 0 <= pos < n_ctx */
+    const int32_t *slot;         /* [n] KV slot, 0 <= slot < n_slots; NULL = all 0 */
+    const uint8_t *want_logits;  /* [n] 1 = compute logits; NULL = last token only */
+} qw_batch;
+
+qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_err *err);
+void ctx_free(qw_ctx *c);
+int ctx_n_ctx(const qw_ctx *c);
+int ctx_n_slots(const qw_ctx *c);
+int ctx_max_batch(const qw_ctx *c);
+const qw_model *ctx_model(const qw_ctx *c);
+
+/* Run the batch. Returns 0 and fills the logits rows (one per token with
+ * want_logits, in batch order; see ctx_logits), or -1 with a message if the
+ * batch breaks the rules above (checked before any work is done). */
+int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err);
+
+/* Logits of the last forward(): row r (0-based among want_logits tokens),
+ * vocab floats. Valid until the next forward(). */
+float *ctx_logits(qw_ctx *c, int r);
+
+#endif

@@ -1,0 +1,90 @@
+/* kernels.h - the compute kernels, one table per instruction-set level.
+ *
+ * Modelled on dav1d: every signature is declared once here; kernels_init()
+ * fills the table with the plain-C reference (ref.c), then upgrades it in
+ * ascending order (avx2, avx512 on x86-64; neon on arm64) as far as both the
+ * CPU and the OS allow (cpuid + XCR0 on x86). QWENC_ISA=ref|avx2|avx512|neon
+ * forces a level (an unavailable level is an error, not a silent fallback).
+ *
+ * Contract for every kernel:
+ *  - pure functions over the pointers given; no threads, no allocation;
+ *  - float32 accumulation;
+ *  - a kernel works on any size (tails handled), any alignment;
+ *  - the reference is plain C built without -ffast-math, and
+ *    tests/kernels/test_kernels.c checks every level against it.
+ * Threads split work by calling a kernel on a sub-range (o0..o1 for matmul).
+ */
+#ifndef QW_KERNELS_H
+#define QW_KERNELS_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+
+/* Weight element types, as stored in safetensors / GGUF files. */
+typedef enum { QW_F32 = 0, QW_F16 = 1, QW_BF16 = 2, QW_DTYPE_COUNT = 3 } qw_dtype;
+
+/* Bytes per element of a dtype. */
+int qw_dtype_size(qw_dtype t);
+const char *qw_dtype_name(qw_dtype t);
+
+/* Y[t*ldy + o] = sum_i X[t*ldx + i] * W[o*k + i]
+ *   for t in [0, n) and o in [o0, o1).
+ * X: n x k float32 activations (row stride ldx). W: rows x k weights of the
+ * table's dtype, row-major, used in place from the mapping. Y row stride ldy.
+ * n = 1 is decode (matrix-vector: memory bound); n > 1 is prefill or a batch
+ * of decode steps (matrix-matrix: weights are read once per tile and reused
+ * across the n rows of X). */
+typedef void (*qw_matmul_fn)(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
+                             const void *W, int64_t k, int64_t o0, int64_t o1);
+
+typedef struct qw_kernels {
+    const char *name; /* "ref", "avx2", "avx512", "neon" */
+
+    qw_matmul_fn matmul[QW_DTYPE_COUNT]; /* indexed by qw_dtype of W */
+
+    /* Convert n elements of dtype t to float32 (embedding rows, norm weights). */
+    void (*to_f32[QW_DTYPE_COUNT])(float *y, const void *x, int64_t n);
+
+    /* sum_i a[i]*b[i] */
+    float (*dot)(const float *a, const float *b, int64_t n);
+    /* y[i] += a * x[i] */
+    void (*axpy)(float *y, float a, const float *x, int64_t n);
+    /* y[i] *= a */
+    void (*scale)(float *y, float a, int64_t n);
+    /* y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]  (Qwen2RMSNorm: the mean of
+     * squares in float32, then weight multiply). y may equal x. */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
+    /* g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)) */
+    void (*silu_mul)(float *g, const float *u, int64_t n);
+    /* In place softmax of x[0..n): subtract max, exp, normalise. */
+    void (*softmax)(float *x, int64_t n);
+    /* y[i] += x[i] */
+    void (*add)(float *y, const float *x, int64_t n);
+} qw_kernels;
+
+/* Detect the CPU and select the best level (or the one QWENC_ISA names).
+ * Returns 0, or -1 with a message when QWENC_ISA names an unknown or
+ * unavailable level. Safe to call more than once. */
+int kernels_init(qw_err *err);
+
+/* The selected table (kernels_init must have succeeded; before that, ref). */
+const qw_kernels *kernels(void);
+
+/* The table of a named level if this CPU and OS support it, else NULL.
+ * Used by the kernel checker and the fidelity tests to run every level. */
+const qw_kernels *kernels_level(const char *name);
+
+/* Make the named level the one kernels() returns (tests run every level
+ * through the whole forward pass this way). -1 with a message if this CPU or
+ * OS cannot run it. Not thread safe: call between forward passes. */
+int kernels_use(const char *name, qw_err *err);
+
+/* Names of all levels compiled into this binary, NULL-terminated,
+ * in ascending order ("ref" first). */
+const char *const *kernels_level_names(void);
+
+/* Human-readable CPU features line for logs, e.g. "x86-64 avx2 fma f16c". */
+const char *kernels_cpu_features(void);
+
+#endif

@@ -1,0 +1,82 @@
+/* model.h - a Qwen2-family model loaded from a Hugging Face folder.
+ *
+ * MODEL is a folder with config.json and model.safetensors, or sharded
+ * model-0000N-of-0000M.safetensors with model.safetensors.index.json
+ * (GGUF later). The files are mmapped; matrices are used in place in their
+ * stored dtype (BF16, F16 or F32): the model owns the mappings and every
+ * qw_mat borrows from them. Only small vectors (norm weights, biases) are
+ * converted to float32 copies at load.
+ *
+ * Every number comes from config.json (transformers 4.x top-level rope_theta
+ * and 5.x rope_parameters both read); generation_config.json, if present,
+ * supplies EOS ids and default sampling values. All file contents are
+ * untrusted: offsets and sizes are checked against the real file sizes.
+ */
+#ifndef QW_MODEL_H
+#define QW_MODEL_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "kernels/kernels.h"
+
+#define QW_MAX_EOS 8
+
+typedef struct qw_config {
+    int hidden;       /* hidden_size */
+    int inter;        /* intermediate_size */
+    int n_layers;     /* num_hidden_layers */
+    int n_heads;      /* num_attention_heads */
+    int n_kv_heads;   /* num_key_value_heads */
+    int head_dim;     /* head_dim, or hidden / n_heads */
+    int vocab;        /* vocab_size */
+    int max_pos;      /* max_position_embeddings */
+    float rms_eps;    /* rms_norm_eps */
+    float rope_theta; /* rope_theta or rope_parameters.rope_theta */
+    int tie_embeddings;
+    int bos_id;                /* -1 if none */
+    int eos_ids[QW_MAX_EOS];   /* from generation_config.json, else config.json */
+    int n_eos;
+    /* generation_config.json defaults (0 / 1 where absent) */
+    float gen_temperature, gen_top_p, gen_repeat_penalty;
+    int gen_top_k;
+    int random_weights;        /* config.json "qwenc_random_weights": true (synth models) */
+} qw_config;
+
+/* A row-major matrix in the mapping: rows x cols elements of dtype. */
+typedef struct qw_mat {
+    const void *data;
+    qw_dtype dtype;
+    int64_t rows, cols;
+} qw_mat;
+
+typedef struct qw_layer {
+    float *attn_norm;       /* [hidden] input_layernorm.weight */
+    qw_mat wq, wk, wv, wo;  /* q_proj [nh*hd, hidden], k/v_proj [nkv*hd, hidden], o_proj [hidden, nh*hd] */
+    float *bq, *bk, *bv;    /* biases [nh*hd], [nkv*hd], [nkv*hd] */
+    float *mlp_norm;        /* [hidden] post_attention_layernorm.weight */
+    qw_mat w_gate, w_up;    /* [inter, hidden] */
+    qw_mat w_down;          /* [hidden, inter] */
+} qw_layer;
+
+typedef struct qw_model {
+    qw_config cfg;
+    char *dir;          /* the folder it was loaded from */
+    char *name;         /* folder base name, for /v1/models */
+    qw_mat embed;       /* [vocab, hidden] model.embed_tokens.weight */
+    qw_mat lm_head;     /* [vocab, hidden]; == embed when tied */
+    float *final_norm;  /* [hidden] model.norm.weight */
+    qw_layer *layers;   /* [n_layers] */
+    uint64_t weight_bytes; /* bytes of all matrices, for roofline reports */
+    void *priv;         /* mappings and owned buffers */
+} qw_model;
+
+/* Load config.json (+ generation_config.json) only. */
+int config_load(qw_config *cfg, const char *dir, qw_err *err);
+
+/* Load a model folder. Returns 0 and *out, or -1 with a message naming the
+ * file and the tensor or field at fault. */
+int model_load(qw_model **out, const char *dir, qw_err *err);
+void model_free(qw_model *m);
+
+#endif
