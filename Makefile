@@ -76,6 +76,7 @@ tests: $(TEST_BIN)
 # The README's test command. Runs every C test program, then the end-to-end
 # suite, and ends with one line "N passed, N failed".
 test: qwenc $(TEST_BIN)
+	@[ -x .venv/bin/python ] || tools/venv.sh
 	@BUILD=$(BUILD) tests/run.sh
 
 # The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.

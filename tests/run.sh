@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# tests/run.sh - the whole suite: every C test program, then the end-to-end
+# (pytest) suite. Ends with one line "N passed, N failed" (summed over all)
+# and exits non-zero if anything failed or crashed.
+#
+#   BUILD=build tests/run.sh          (make test calls this)
+#   QWENC_SKIP_E2E=1                  C tests only (the sanitizer build)
+#   PYTHON=.venv/bin/python           interpreter with pytest for tests/e2e
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD
+PYTHON=${PYTHON:-}
+if [ -z "$PYTHON" ]; then
+  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+
+passed=0 failed=0
+log_dir="$BUILD/test-logs"
+mkdir -p "$log_dir"
+
+if [ -x tests/fixtures/tokenizer/prepare.sh ]; then
+  tests/fixtures/tokenizer/prepare.sh "$BUILD/fixtures/tokenizer" >/dev/null || {
+    echo "FAIL: tests/fixtures/tokenizer/prepare.sh"; failed=$((failed + 1)); }
+fi
+
+# One C test program: its last "N passed, N failed" line is added to the
+# totals; a crash or a missing summary line counts as one failure.
+run_c_test() {
+  local bin=$1 name log line p f rc t0 t1
+  name=${bin#"$BUILD"/tests/}
+  log="$log_dir/${name//\//_}.log"
+  t0=$(date +%s)
+  "$bin" >"$log" 2>&1
+  rc=$?
+  t1=$(date +%s)
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "FAIL  $name (exit $rc, no summary line; log: $log)"
+    tail -n 20 "$log" | sed 's/^/    /'
+    failed=$((failed + 1))
+    return
+  fi
+  p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
+  f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ "$f" -eq 0 ]; then
+    echo "ok    $name: $line ($((t1 - t0)) s)"
+  else
+    echo "FAIL  $name: $line (exit $rc; log: $log)"
+    grep -E '^(FAIL|SKIP)' "$log" | head -n 30 | sed 's/^/    /'
+  fi
+}
+
+for bin in $(ls "$BUILD"/tests/*/test_* 2>/dev/null | sort); do
+  [ -x "$bin" ] || continue
+  case "$bin" in *.d|*.o) continue ;; esac
+  run_c_test "$bin"
+done
+
+if [ -z "${QWENC_SKIP_E2E:-}" ] && ls tests/e2e/test_*.py >/dev/null 2>&1; then
+  if "$PYTHON" -c 'import pytest' 2>/dev/null; then
+    log="$log_dir/e2e.log"
+    "$PYTHON" -m pytest tests/e2e -q -rfE -p no:cacheprovider >"$log" 2>&1
+    rc=$?
+    line=$(tail -n 1 "$log")
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
+    f=0
+    for n in $(echo "$line" | grep -oE '[0-9]+ (failed|error|errors)' | grep -oE '^[0-9]+'); do f=$((f + n)); done
+    p=${p:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ "$f" -eq 0 ]; then echo "ok    e2e: $line"; else
+      echo "FAIL  e2e: $line (log: $log)"; grep -E '^(FAILED|ERROR)' "$log" | head -n 40 | sed 's/^/    /'; fi
+  else
+    echo "FAIL  e2e: $PYTHON has no pytest (run tools/venv.sh)"; failed=$((failed + 1))
+  fi
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
