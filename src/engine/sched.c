@@ -1,0 +1,557 @@
+/* sched.c - the continuous-batching engine loop (see sched.h).
+ *
+ * Locks: s->mu guards the queue, the slot table's request pointers, the
+ * counters and the stop state; r->mu guards one request's published output
+ * and its stats. The engine thread takes s->mu briefly at the start of a
+ * step (admit, cancel) and at the end (counters); it never holds it during
+ * forward(). Lock order: s->mu before r->mu.
+ */
+#include "engine/sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "engine/generate.h"
+
+const double qw_sched_ttft_bounds[10] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+struct qw_req {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int refs;      /* consumer + engine */
+    atomic_int cancel;
+    int32_t *toks;        /* [n_prompt + max_new] prompt then generated */
+    int n_prompt, max_new, ignore_eos;
+    qw_sampling sampling;
+    qw_sampler *sampler;  /* engine thread only */
+    /* published under mu */
+    int n_gen;
+    int done;
+    qw_req_stats st;
+    double t_submit, t_admit, t_first, t_end;
+    qw_req *next;         /* queue link (s->mu) */
+};
+
+typedef struct slot {
+    qw_req *req;   /* NULL = free */
+    int n_past;    /* positions of this slot filled in the KV cache */
+    int prefilling;
+} slot;
+
+struct qw_sched {
+    qw_ctx *ctx;
+    qw_pool *pool;
+    const qw_model *model;
+    int n_slots, n_ctx, max_batch, vocab, queue_cap, prefill_chunk;
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* engine waits for work */
+    pthread_cond_t idle_cv; /* sched_stop waits for drain */
+    qw_req *q_head, *q_tail;
+    int q_len;
+    int accepting;          /* 0 once sched_stop began */
+    int quit;               /* engine thread exits at the next step */
+    int cancel_all;         /* grace period over */
+    int stopped;            /* sched_stop completed */
+    int n_active;
+    slot *slots;
+    /* batch buffers, [max_batch] */
+    int32_t *b_tok, *b_pos, *b_slot;
+    uint8_t *b_want;
+    int *row_slot;          /* logits row -> slot index */
+    qw_sched_metrics m;
+    double tps_tokens, tps_time; /* decaying window for decode_tps */
+};
+
+static void req_unref(qw_req *r) {
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    sampler_free(r->sampler);
+    free(r->toks);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+static int is_eos(const qw_config *cfg, int32_t t) {
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_ids[i] == t) return 1;
+    return 0;
+}
+
+/* Mark r finished (engine side): publish stats, wake the consumer, count. */
+static void req_finish(qw_sched *s, qw_req *r, int finish, const char *fail_msg) {
+    double now = qw_now();
+    pthread_mutex_lock(&r->mu);
+    if (!r->done) {
+        r->t_end = now;
+        r->st.finish = finish;
+        if (fail_msg) {
+            r->st.failed = 1;
+            snprintf(r->st.msg, sizeof r->st.msg, "%s", fail_msg);
+        }
+        r->done = 1;
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_lock(&s->mu);
+    s->m.requests_finished++;
+    pthread_mutex_unlock(&s->mu);
+    req_unref(r); /* the engine's reference */
+}
+
+static void free_slot(qw_sched *s, int i) {
+    s->slots[i].req = NULL;
+    s->slots[i].n_past = 0;
+    s->slots[i].prefilling = 0;
+    s->n_active--;
+}
+
+/* Under s->mu: take queued requests into free slots; finish cancelled ones.
+ * Returns the number of requests finished here (to be done outside? no:
+ * req_finish takes s->mu, so cancelled queue entries are collected into
+ * *dead and finished by the caller after unlocking). */
+static void admit_locked(qw_sched *s, qw_req **dead) {
+    qw_req **pp = &s->q_head;
+    qw_req *prev = NULL;
+    while (*pp) {
+        qw_req *r = *pp;
+        int drop = atomic_load(&r->cancel) || s->cancel_all;
+        int free_i = -1;
+        if (!drop) {
+            for (int i = 0; i < s->n_slots; i++)
+                if (!s->slots[i].req) { free_i = i; break; }
+            if (free_i < 0) break; /* FIFO: nothing more fits */
+        }
+        *pp = r->next;
+        if (s->q_tail == r) s->q_tail = prev;
+        r->next = NULL;
+        s->q_len--;
+        if (drop) {
+            r->next = *dead;
+            *dead = r;
+            continue;
+        }
+        slot *sl = &s->slots[free_i];
+        sl->req = r;
+        sl->n_past = 0;
+        sl->prefilling = 1;
+        s->n_active++;
+        pthread_mutex_lock(&r->mu);
+        r->t_admit = qw_now();
+        r->st.queue_s = r->t_admit - r->t_submit;
+        pthread_mutex_unlock(&r->mu);
+    }
+    s->m.queue_depth = s->q_len;
+    s->m.active_slots = s->n_active;
+}
+
+/* Publish token t of slot i's request; returns 1 if the request is over. */
+static int push_token(qw_sched *s, qw_req *r, int32_t t, int n_past_after) {
+    double now = qw_now();
+    int over = 0;
+    pthread_mutex_lock(&r->mu);
+    r->toks[r->n_prompt + r->n_gen] = t;
+    r->n_gen++;
+    if (r->n_gen == 1) {
+        r->t_first = now;
+        r->st.prefill_s = now - r->t_admit;
+        r->st.ttft_s = now - r->t_submit;
+    }
+    if (r->n_gen >= r->max_new || n_past_after >= s->n_ctx) over = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (r->n_gen == 1) {
+        double ttft = now - r->t_submit;
+        pthread_mutex_lock(&s->mu);
+        s->m.ttft_sum_s += ttft;
+        s->m.ttft_count++;
+        for (int b = 0; b < 10; b++)
+            if (ttft <= qw_sched_ttft_bounds[b]) s->m.ttft_buckets[b]++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return over;
+}
+
+/* One engine step. Returns 1 if it did work, 0 if idle. */
+static int step(qw_sched *s) {
+    qw_req *dead = NULL;
+    pthread_mutex_lock(&s->mu);
+    admit_locked(s, &dead);
+    int cancel_all = s->cancel_all;
+    pthread_mutex_unlock(&s->mu);
+    while (dead) {
+        qw_req *r = dead;
+        dead = r->next;
+        req_finish(s, r, QW_FINISH_CANCEL, NULL);
+    }
+
+    /* Cancellations and requests that need no tokens. */
+    for (int i = 0; i < s->n_slots; i++) {
+        qw_req *r = s->slots[i].req;
+        if (!r) continue;
+        if (atomic_load(&r->cancel) || cancel_all) {
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_CANCEL, NULL);
+        } else if (r->max_new == 0) {
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_LENGTH, NULL);
+        }
+    }
+
+    /* Build the batch: decode tokens first, then prompt chunks. */
+    int n = 0, n_rows = 0, n_decode = 0;
+    for (int i = 0; i < s->n_slots && n < s->max_batch; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->req || sl->prefilling) continue;
+        qw_req *r = sl->req;
+        s->b_tok[n] = r->toks[r->n_prompt + r->n_gen - 1];
+        s->b_pos[n] = sl->n_past;
+        s->b_slot[n] = i;
+        s->b_want[n] = 1;
+        s->row_slot[n_rows++] = i;
+        n++;
+        n_decode++;
+    }
+    for (int i = 0; i < s->n_slots && n < s->max_batch; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->req || !sl->prefilling) continue;
+        qw_req *r = sl->req;
+        int left = r->n_prompt - sl->n_past;
+        int take = left;
+        if (take > s->prefill_chunk) take = s->prefill_chunk;
+        if (take > s->max_batch - n) take = s->max_batch - n;
+        for (int k = 0; k < take; k++) {
+            s->b_tok[n] = r->toks[sl->n_past + k];
+            s->b_pos[n] = sl->n_past + k;
+            s->b_slot[n] = i;
+            s->b_want[n] = 0;
+            n++;
+        }
+        if (take == left) {
+            s->b_want[n - 1] = 1;
+            s->row_slot[n_rows++] = i;
+        }
+    }
+    if (n == 0) return 0;
+
+    qw_batch b = {.n = n, .tokens = s->b_tok, .pos = s->b_pos, .slot = s->b_slot, .want_logits = s->b_want};
+    qw_err err;
+    double t0 = qw_now();
+    if (forward(s->ctx, &b, s->pool, &err) != 0) {
+        /* Should not happen (inputs are checked at submit); fail every
+         * request in the batch rather than the process. */
+        LOG_ERROR("sched: forward failed: %s", err.msg);
+        for (int i = 0; i < s->n_slots; i++) {
+            qw_req *r = s->slots[i].req;
+            if (!r) continue;
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_CANCEL, err.msg);
+        }
+        return 1;
+    }
+    double t1 = qw_now();
+
+    /* Advance positions for every token that went in. */
+    for (int k = 0; k < n; k++) s->slots[s->b_slot[k]].n_past++;
+
+    int n_generated = 0;
+    for (int row = 0; row < n_rows; row++) {
+        int i = s->row_slot[row];
+        slot *sl = &s->slots[i];
+        qw_req *r = sl->req;
+        sl->prefilling = 0;
+        float *logits = ctx_logits(s->ctx, row);
+        int32_t t = sampler_sample(r->sampler, logits, r->toks, r->n_prompt + r->n_gen);
+        if (!r->ignore_eos && is_eos(&s->model->cfg, t)) {
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_STOP, NULL);
+            continue;
+        }
+        n_generated++;
+        /* The next step feeds t at position n_past; the context is full once
+         * n_past == n_ctx (t itself is output but can no longer be fed). */
+        if (push_token(s, r, t, sl->n_past)) {
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_LENGTH, NULL);
+        }
+    }
+
+    pthread_mutex_lock(&s->mu);
+    s->m.steps++;
+    s->m.busy_s += t1 - t0;
+    s->m.gen_tokens_total += (uint64_t)n_generated;
+    /* Decode throughput over a decaying window of recent steps that decoded. */
+    if (n_decode > 0) {
+        s->tps_tokens = s->tps_tokens * 0.9 + n_generated;
+        s->tps_time = s->tps_time * 0.9 + (t1 - t0);
+        s->m.decode_tps = s->tps_time > 0 ? s->tps_tokens / s->tps_time : 0;
+    }
+    s->m.active_slots = s->n_active;
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+}
+
+static void *engine_main(void *arg) {
+    qw_sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->quit && s->n_active == 0 && s->q_len == 0) {
+            pthread_cond_broadcast(&s->idle_cv);
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        int quit = s->quit;
+        pthread_mutex_unlock(&s->mu);
+        if (quit) break;
+        step(s);
+    }
+    /* Finish whatever is left (cancel). */
+    pthread_mutex_lock(&s->mu);
+    s->cancel_all = 1;
+    pthread_mutex_unlock(&s->mu);
+    step(s);
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_err *err) {
+    if (!ctx || !p || p->n_slots < 1 || p->n_slots > ctx_n_slots(ctx) || p->queue_cap < 0) {
+        qw_errf(err, "sched_create: n_slots %d must be in [1, %d], queue %d >= 0", p ? p->n_slots : 0,
+                ctx ? ctx_n_slots(ctx) : 0, p ? p->queue_cap : 0);
+        return NULL;
+    }
+    qw_sched *s = calloc(1, sizeof *s);
+    if (!s) {
+        qw_errf(err, "sched_create: out of memory");
+        return NULL;
+    }
+    s->ctx = ctx;
+    s->pool = pool;
+    s->model = ctx_model(ctx);
+    s->n_slots = p->n_slots;
+    s->n_ctx = ctx_n_ctx(ctx);
+    s->max_batch = ctx_max_batch(ctx);
+    s->vocab = s->model->cfg.vocab;
+    s->queue_cap = p->queue_cap;
+    s->prefill_chunk = p->prefill_chunk > 0 ? p->prefill_chunk : 256;
+    s->accepting = 1;
+    s->m.n_slots = s->n_slots;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+    int mb = s->max_batch;
+    s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+    s->b_tok = malloc((size_t)mb * sizeof(int32_t));
+    s->b_pos = malloc((size_t)mb * sizeof(int32_t));
+    s->b_slot = malloc((size_t)mb * sizeof(int32_t));
+    s->b_want = malloc((size_t)mb);
+    s->row_slot = malloc((size_t)mb * sizeof(int));
+    if (!s->slots || !s->b_tok || !s->b_pos || !s->b_slot || !s->b_want || !s->row_slot) {
+        qw_errf(err, "sched_create: out of memory");
+        sched_free(s);
+        return NULL;
+    }
+    if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
+        qw_errf(err, "sched_create: cannot start the engine thread");
+        sched_free(s);
+        return NULL;
+    }
+    s->thread_started = 1;
+    return s;
+}
+
+static void timespec_in(struct timespec *ts, double sec) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    long long ns = ts->tv_nsec + (long long)(sec * 1e9);
+    ts->tv_sec += ns / 1000000000LL;
+    ts->tv_nsec = ns % 1000000000LL;
+}
+
+void sched_stop(qw_sched *s, double grace_s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    if (s->stopped || !s->thread_started) {
+        s->stopped = 1;
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->accepting = 0;
+    if (grace_s > 0) {
+        double end = qw_now() + grace_s;
+        while ((s->n_active > 0 || s->q_len > 0) && qw_now() < end) {
+            struct timespec ts;
+            timespec_in(&ts, 0.05);
+            pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts);
+        }
+    }
+    s->cancel_all = 1;
+    s->quit = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->mu);
+    s->stopped = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_free(qw_sched *s) {
+    if (!s) return;
+    sched_stop(s, 0);
+    free(s->slots);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_slot);
+    free(s->b_want);
+    free(s->row_slot);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->idle_cv);
+    free(s);
+}
+
+int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err) {
+    *out = NULL;
+    if (!p->prompt || p->n_prompt < 1) {
+        qw_errf(err, "the prompt is empty");
+        return QW_SCHED_EINVAL;
+    }
+    if (p->n_prompt >= s->n_ctx) {
+        qw_errf(err, "the prompt has %d tokens; the context holds %d (prompt plus at least one generated token)",
+                p->n_prompt, s->n_ctx);
+        return QW_SCHED_EINVAL;
+    }
+    if (p->max_new < 0) {
+        qw_errf(err, "max_tokens %d must be >= 0", p->max_new);
+        return QW_SCHED_EINVAL;
+    }
+    for (int i = 0; i < p->n_prompt; i++) {
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->vocab) {
+            qw_errf(err, "token id %ld at index %d is out of range [0, %d)", (long)p->prompt[i], i, s->vocab);
+            return QW_SCHED_EINVAL;
+        }
+    }
+    int max_new = p->max_new;
+    if (max_new > s->n_ctx - p->n_prompt) max_new = s->n_ctx - p->n_prompt;
+
+    qw_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        qw_errf(err, "out of memory");
+        return QW_SCHED_ENOMEM;
+    }
+    r->toks = malloc(((size_t)p->n_prompt + (size_t)max_new + 1) * sizeof(int32_t));
+    r->sampler = sampler_create(&p->sampling, s->vocab);
+    if (!r->toks || !r->sampler) {
+        sampler_free(r->sampler);
+        free(r->toks);
+        free(r);
+        qw_errf(err, "out of memory");
+        return QW_SCHED_ENOMEM;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    atomic_init(&r->refs, 2);
+    atomic_init(&r->cancel, 0);
+    memcpy(r->toks, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
+    r->n_prompt = p->n_prompt;
+    r->max_new = max_new;
+    r->ignore_eos = p->ignore_eos;
+    r->sampling = p->sampling;
+    r->st.n_prompt = p->n_prompt;
+    r->t_submit = qw_now();
+
+    pthread_mutex_lock(&s->mu);
+    int status = QW_SCHED_OK;
+    if (!s->accepting) {
+        status = QW_SCHED_ESHUTDOWN;
+        qw_errf(err, "the server is shutting down");
+    } else {
+        int free_slots = s->n_slots - s->n_active;
+        /* Requests waiting beyond the free slots count against the queue. */
+        if (s->q_len - free_slots >= s->queue_cap) {
+            status = QW_SCHED_EFULL;
+            s->m.requests_rejected++;
+            qw_errf(err, "the server is busy: %d requests are waiting (queue limit %d)", s->q_len,
+                    s->queue_cap);
+        }
+    }
+    if (status != QW_SCHED_OK) {
+        pthread_mutex_unlock(&s->mu);
+        atomic_store(&r->refs, 1);
+        req_unref(r);
+        return status;
+    }
+    if (s->q_tail) s->q_tail->next = r;
+    else s->q_head = r;
+    s->q_tail = r;
+    s->q_len++;
+    s->m.requests_total++;
+    s->m.prompt_tokens_total += (uint64_t)p->n_prompt;
+    s->m.queue_depth = s->q_len;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    *out = r;
+    return QW_SCHED_OK;
+}
+
+int sched_req_wait(qw_req *r, int *cursor, const int32_t **toks, double timeout_s) {
+    pthread_mutex_lock(&r->mu);
+    if (timeout_s < 0) {
+        while (r->n_gen <= *cursor && !r->done) pthread_cond_wait(&r->cv, &r->mu);
+    } else if (r->n_gen <= *cursor && !r->done && timeout_s > 0) {
+        struct timespec ts;
+        timespec_in(&ts, timeout_s);
+        while (r->n_gen <= *cursor && !r->done) {
+            if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT) break;
+        }
+    }
+    int n = r->n_gen - *cursor;
+    if (n < 0) n = 0;
+    *toks = r->toks + r->n_prompt + *cursor;
+    *cursor += n;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int sched_req_done(qw_req *r) {
+    pthread_mutex_lock(&r->mu);
+    int d = r->done;
+    pthread_mutex_unlock(&r->mu);
+    return d;
+}
+
+void sched_req_cancel(qw_req *r) { atomic_store(&r->cancel, 1); }
+
+void sched_req_stats(qw_req *r, qw_req_stats *st) {
+    pthread_mutex_lock(&r->mu);
+    *st = r->st;
+    st->n_gen = r->n_gen;
+    double now = r->done ? r->t_end : qw_now();
+    st->total_s = now - r->t_submit;
+    if (r->n_gen > 0) st->decode_s = now - r->t_first;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void sched_req_release(qw_req *r) {
+    if (!r) return;
+    atomic_store(&r->cancel, 1);
+    req_unref(r);
+}
+
+void sched_metrics(qw_sched *s, qw_sched_metrics *m) {
+    pthread_mutex_lock(&s->mu);
+    *m = s->m;
+    m->queue_depth = s->q_len;
+    m->active_slots = s->n_active;
+    pthread_mutex_unlock(&s->mu);
+}
+
+const qw_model *sched_model(const qw_sched *s) { return s->model; }
+int sched_n_ctx(const qw_sched *s) { return s->n_ctx; }

@@ -1,0 +1,150 @@
+/* sched.h - the continuous-batching scheduler: one engine thread, many requests.
+ *
+ * Modelled on llama.cpp's server (tools/server: server-queue + slots): the
+ * threads that talk to clients never touch the model. They submit requests
+ * to a bounded queue; one engine thread owns the model context (KV cache of
+ * n_slots sequences), the samplers and the slots, and runs this loop:
+ *
+ *   1. admit queued requests into free slots (FIFO), drop cancelled ones;
+ *   2. build ONE batch: one decode token for every slot that is generating,
+ *      then prompt chunks of slots that are still prefilling, up to the
+ *      batch capacity (a long prompt is split over several steps so that
+ *      it does not stall the others);
+ *   3. forward() once;
+ *   4. sample per slot with the request's own seeded sampler, append the
+ *      token to the request's output, finish on EOS, the token limit, the
+ *      end of the context or cancellation.
+ *
+ * The scheduler deals in token ids only: text, stop strings and UTF-8 are
+ * the business of the consumer (the servers), which cancels a request with
+ * sched_req_cancel() when it has seen a stop string.
+ *
+ * A request's output does not depend on what else runs: forward() computes
+ * every batch row independently, and each request has its own sampler.
+ *
+ * Output channel: the engine appends generated tokens to a per-request
+ * buffer allocated at submit time (never reallocated), and signals a
+ * condition variable; the consumer reads with sched_req_wait() and its own
+ * cursor. Tokens once published never change, so the consumer may read
+ * them without a lock after sched_req_wait() returned them.
+ *
+ * Thread safety: every function here may be called from any thread, except
+ * that one qw_req handle must be used by one consumer thread at a time.
+ */
+#ifndef QW_SCHED_H
+#define QW_SCHED_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "infer/forward.h"
+#include "runtime/pool.h"
+#include "sample/sampler.h"
+
+typedef struct qw_sched qw_sched;
+typedef struct qw_req qw_req;
+
+/* Status codes of sched_submit (negative; 0 = accepted). */
+enum {
+    QW_SCHED_OK = 0,
+    QW_SCHED_EINVAL = -1,    /* bad request: empty prompt, id out of range, prompt too long */
+    QW_SCHED_EFULL = -2,     /* the waiting queue is full: try again later */
+    QW_SCHED_ESHUTDOWN = -3, /* the scheduler is stopping */
+    QW_SCHED_ENOMEM = -4,    /* allocation failure */
+};
+
+typedef struct qw_sched_params {
+    int n_slots;     /* concurrent sequences (--parallel), >= 1 */
+    int queue_cap;   /* requests that may wait for a slot (--queue); 0 = none wait */
+    int prefill_chunk; /* max prompt tokens of one slot per step; 0 = default (256) */
+} qw_sched_params;
+
+/* Create the scheduler and start its engine thread. ctx must have
+ * ctx_n_slots(ctx) >= p->n_slots; the scheduler borrows ctx and pool (the
+ * caller frees them after sched_free) and is their only user meanwhile.
+ * Returns NULL with a message. */
+qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_err *err);
+
+/* Stop accepting requests; let running and queued requests go on for up to
+ * grace_s seconds, then cancel what is left; join the engine thread. Safe to
+ * call more than once. Requests still held by consumers stay valid (they
+ * end with finish CANCEL) until released. */
+void sched_stop(qw_sched *s, double grace_s);
+
+/* sched_stop(s, 0) if not stopped yet, then free. Every qw_req must have
+ * been released before. */
+void sched_free(qw_sched *s);
+
+typedef struct qw_req_params {
+    const int32_t *prompt; /* [n_prompt] token ids (copied) */
+    int n_prompt;          /* >= 1 */
+    int max_new;           /* tokens to generate at most, >= 0 */
+    qw_sampling sampling;
+    int ignore_eos;        /* 1: do not stop at EOS ids */
+} qw_req_params;
+
+/* Queue a request. Returns QW_SCHED_OK and *out (the caller's handle, to be
+ * released with sched_req_release), or a negative QW_SCHED_* status with a
+ * message naming the problem. Generation stops with QW_FINISH_LENGTH at
+ * max_new tokens or when the context is full (n_prompt + n_gen == n_ctx). */
+int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err);
+
+/* Wait until the request has tokens past *cursor or has finished, or
+ * timeout_s passed (timeout_s < 0: wait forever). Returns the number of new
+ * tokens (and sets *toks to them, *cursor advanced), 0 if none yet (check
+ * sched_req_done), never negative. */
+int sched_req_wait(qw_req *r, int *cursor, const int32_t **toks, double timeout_s);
+
+/* 1 once the engine has finished with the request (all its tokens are
+ * published), else 0. */
+int sched_req_done(qw_req *r);
+
+/* Ask the engine to stop this request; it is freed from its slot within one
+ * step and finishes with QW_FINISH_CANCEL unless it finished already. */
+void sched_req_cancel(qw_req *r);
+
+typedef struct qw_req_stats {
+    int n_prompt, n_gen;
+    double queue_s;   /* submit -> admitted into a slot */
+    double prefill_s; /* admitted -> first token sampled */
+    double decode_s;  /* first token -> finish */
+    double ttft_s;    /* submit -> first token */
+    double total_s;   /* submit -> finish (or now, if running) */
+    int finish;       /* QW_FINISH_* (generate.h); valid when done */
+    int failed;       /* 1 if the engine failed on this request (see msg) */
+    char msg[256];
+} qw_req_stats;
+
+void sched_req_stats(qw_req *r, qw_req_stats *st);
+
+/* Drop the consumer's handle (cancels the request if still running). */
+void sched_req_release(qw_req *r);
+
+/* Counters for /metrics. Totals are since start. */
+typedef struct qw_sched_metrics {
+    uint64_t requests_total;      /* accepted by sched_submit */
+    uint64_t requests_rejected;   /* queue full */
+    uint64_t requests_finished;
+    uint64_t prompt_tokens_total;
+    uint64_t gen_tokens_total;
+    double ttft_sum_s;            /* sum over requests that produced a token */
+    uint64_t ttft_count;
+    uint64_t ttft_buckets[10];    /* cumulative counts of ttft <= bounds[i] */
+    double decode_tps;            /* aggregate generated tok/s over the last busy steps */
+    double busy_s;                /* seconds spent in forward steps */
+    uint64_t steps;
+    int queue_depth;              /* waiting for a slot */
+    int active_slots;             /* prefilling or generating */
+    int n_slots;
+} qw_sched_metrics;
+
+/* Upper bounds (seconds) of the ttft histogram buckets, [10]. */
+extern const double qw_sched_ttft_bounds[10];
+
+void sched_metrics(qw_sched *s, qw_sched_metrics *m);
+
+/* The model the scheduler serves (for vocab size and EOS ids). */
+const qw_model *sched_model(const qw_sched *s);
+int sched_n_ctx(const qw_sched *s);
+
+#endif
