@@ -1,0 +1,360 @@
+/* forward.c - the Qwen2 forward pass (see forward.h).
+ *
+ * Follows transformers' Qwen2ForCausalLM with attn_implementation="eager",
+ * computed in float32:
+ *   x = embed[token]
+ *   per layer:
+ *     h = RMSNorm(x) * w_in                      (mean of squares in float32)
+ *     q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
+ *     q, k = RoPE(q, k)                         (rotate-half; see rope_table)
+ *     a = softmax(q k^T / sqrt(hd) + causal) v  (GQA: nh/nkv query heads per kv head)
+ *     x = x + a Wo^T
+ *     h = RMSNorm(x) * w_post
+ *     x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *   logits = RMSNorm(x) * w_final  Wlm^T         (only for want_logits tokens)
+ *
+ * Threads: every matmul is split by output rows over the pool (all n tokens
+ * of the batch go through one kernel call, so prefill is matrix-matrix);
+ * attention is split over (token, head) pairs. The small per-token steps
+ * (norms, bias, RoPE, residual adds) run on the calling thread.
+ */
+#include "infer/forward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+/* Attention scratch: one score row per thread; threads beyond this many
+ * take no attention work (they still share the matmuls). */
+#define ATT_MAX_THREADS 64
+/* Output-row granularity of the matmul split (kept SIMD friendly). */
+#define ROW_ALIGN 16
+
+struct qw_ctx {
+    const qw_model *m;
+    int n_slots, n_ctx, max_batch;
+    int hd, nh, nkv, q_dim, kv_dim;
+    int64_t layer_stride; /* floats per layer in one slot's cache: n_ctx * kv_dim */
+    int64_t slot_stride;  /* floats per slot: n_layers * layer_stride */
+    float *k_cache;       /* [n_slots][n_layers][n_ctx][kv_dim] */
+    float *v_cache;       /* [n_slots][n_layers][n_ctx][kv_dim] */
+    float *rope_cos;      /* [n_ctx][hd/2] */
+    float *rope_sin;      /* [n_ctx][hd/2] */
+    /* activations for up to max_batch tokens */
+    float *x;       /* [B][hidden] residual stream */
+    float *xn;      /* [B][hidden] normed input of a block */
+    float *q;       /* [B][q_dim] */
+    float *k;       /* [B][kv_dim] */
+    float *v;       /* [B][kv_dim] */
+    float *att;     /* [B][q_dim] attention output (heads concatenated) */
+    float *tmp;     /* [B][hidden] output of o_proj / down_proj */
+    float *gate;    /* [B][inter] */
+    float *up;      /* [B][inter] */
+    float *scores;  /* [ATT_MAX_THREADS][n_ctx] */
+    float *logits;  /* [B][vocab]; pages touched only for rows in use */
+    int32_t *out_rows;  /* [B] batch index of each logits row */
+    int n_out;
+    int32_t *slot_last; /* [n_slots] scratch for batch validation */
+    /* the batch being run (for the parallel jobs) */
+    const qw_batch *b;
+    int layer;
+};
+
+static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
+
+void ctx_free(qw_ctx *c) {
+    if (!c) return;
+    free(c->k_cache);
+    free(c->v_cache);
+    free(c->rope_cos);
+    free(c->rope_sin);
+    free(c->x);
+    free(c->xn);
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->att);
+    free(c->tmp);
+    free(c->gate);
+    free(c->up);
+    free(c->scores);
+    free(c->logits);
+    free(c->out_rows);
+    free(c->slot_last);
+    free(c);
+}
+
+/* cos/sin of pos * inv_freq[i], computed as transformers' default rotary
+ * embedding does: inv_freq = 1 / theta^(arange(0, d, 2) / d) in float32,
+ * angle = pos * inv_freq in float32, then cos/sin of that float32 angle. */
+static void rope_table(float *cs, float *sn, int n_ctx, int hd, float theta) {
+    int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float e = (float)(2 * i) / (float)hd;
+        float inv_freq = 1.0f / powf(theta, e);
+        for (int p = 0; p < n_ctx; p++) {
+            float a = (float)p * inv_freq;
+            cs[(int64_t)p * half + i] = cosf(a);
+            sn[(int64_t)p * half + i] = sinf(a);
+        }
+    }
+}
+
+qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_err *err) {
+    const qw_config *cfg = &m->cfg;
+    if (n_slots < 1 || n_ctx < 1 || max_batch < 1) {
+        qw_errf(err, "ctx_create: n_slots %d, n_ctx %d, max_batch %d must be positive", n_slots, n_ctx, max_batch);
+        return NULL;
+    }
+    if (n_ctx > cfg->max_pos) {
+        qw_errf(err, "ctx_create: context %d exceeds the model's max_position_embeddings %d", n_ctx, cfg->max_pos);
+        return NULL;
+    }
+    qw_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        qw_errf(err, "ctx_create: out of memory");
+        return NULL;
+    }
+    c->m = m;
+    c->n_slots = n_slots;
+    c->n_ctx = n_ctx;
+    c->max_batch = max_batch;
+    c->hd = cfg->head_dim;
+    c->nh = cfg->n_heads;
+    c->nkv = cfg->n_kv_heads;
+    c->q_dim = c->nh * c->hd;
+    c->kv_dim = c->nkv * c->hd;
+    c->layer_stride = (int64_t)n_ctx * c->kv_dim;
+    c->slot_stride = (int64_t)cfg->n_layers * c->layer_stride;
+    size_t B = (size_t)max_batch, F = sizeof(float);
+    size_t kv = (size_t)n_slots * (size_t)c->slot_stride * F;
+    /* KV pages are touched only as positions are written. */
+    c->k_cache = xmalloc(kv);
+    c->v_cache = xmalloc(kv);
+    c->rope_cos = xmalloc((size_t)n_ctx * (size_t)(c->hd / 2) * F);
+    c->rope_sin = xmalloc((size_t)n_ctx * (size_t)(c->hd / 2) * F);
+    c->x = xmalloc(B * (size_t)cfg->hidden * F);
+    c->xn = xmalloc(B * (size_t)cfg->hidden * F);
+    c->q = xmalloc(B * (size_t)c->q_dim * F);
+    c->k = xmalloc(B * (size_t)c->kv_dim * F);
+    c->v = xmalloc(B * (size_t)c->kv_dim * F);
+    c->att = xmalloc(B * (size_t)c->q_dim * F);
+    c->tmp = xmalloc(B * (size_t)cfg->hidden * F);
+    c->gate = xmalloc(B * (size_t)cfg->inter * F);
+    c->up = xmalloc(B * (size_t)cfg->inter * F);
+    c->scores = xmalloc((size_t)ATT_MAX_THREADS * (size_t)n_ctx * F);
+    c->logits = xmalloc(B * (size_t)cfg->vocab * F);
+    c->out_rows = xmalloc(B * sizeof(int32_t));
+    c->slot_last = xmalloc((size_t)n_slots * sizeof(int32_t));
+    if (!c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xn || !c->q || !c->k ||
+        !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->scores || !c->logits || !c->out_rows ||
+        !c->slot_last) {
+        qw_errf(err, "ctx_create: out of memory (%d slots x %d positions: %.1f MB of KV cache)", n_slots, n_ctx,
+                2.0 * (double)kv / 1e6);
+        ctx_free(c);
+        return NULL;
+    }
+    rope_table(c->rope_cos, c->rope_sin, n_ctx, c->hd, cfg->rope_theta);
+    return c;
+}
+
+int ctx_n_ctx(const qw_ctx *c) { return c->n_ctx; }
+int ctx_n_slots(const qw_ctx *c) { return c->n_slots; }
+int ctx_max_batch(const qw_ctx *c) { return c->max_batch; }
+const qw_model *ctx_model(const qw_ctx *c) { return c->m; }
+float *ctx_logits(qw_ctx *c, int r) { return c->logits + (int64_t)r * c->m->cfg.vocab; }
+
+/* ---- parallel jobs ---------------------------------------------------- */
+
+/* Up to 3 matmuls with the same input, split by output rows. */
+typedef struct mm_job {
+    int n_mats;
+    struct {
+        float *Y;
+        int64_t ldy;
+        const qw_mat *W;
+    } mm[3];
+    const float *X;
+    int64_t ldx, n;
+    float *silu_g, *silu_u; /* if set: g = silu(g) * u on this thread's rows (gate/up) */
+    int64_t silu_ld;
+} mm_job;
+
+static void mm_run(void *arg, int tid, int nth) {
+    const mm_job *j = arg;
+    const qw_kernels *K = kernels();
+    for (int i = 0; i < j->n_mats; i++) {
+        const qw_mat *W = j->mm[i].W;
+        int64_t lo, hi;
+        pool_split(W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
+        if (hi > lo) K->matmul[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->X, j->ldx, j->n, W->data, W->cols, lo, hi);
+    }
+    if (j->silu_g) {
+        /* gate and up have the same rows, so this thread owns these columns
+         * of both for every token. */
+        int64_t lo, hi;
+        pool_split(j->mm[0].W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
+        if (hi > lo)
+            for (int64_t t = 0; t < j->n; t++)
+                K->silu_mul(j->silu_g + t * j->silu_ld + lo, j->silu_u + t * j->silu_ld + lo, hi - lo);
+    }
+}
+
+static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
+                       const qw_mat *W) {
+    mm_job j;
+    memset(&j, 0, sizeof j);
+    j.n_mats = 1;
+    j.mm[0].Y = Y;
+    j.mm[0].ldy = ldy;
+    j.mm[0].W = W;
+    j.X = X;
+    j.ldx = ldx;
+    j.n = n;
+    pool_run(pool, mm_run, &j);
+}
+
+/* Causal GQA attention for every (token, head) of the batch at one layer. */
+static void att_run(void *arg, int tid, int nth) {
+    qw_ctx *c = arg;
+    if (tid >= ATT_MAX_THREADS) return;
+    if (nth > ATT_MAX_THREADS) nth = ATT_MAX_THREADS;
+    const qw_kernels *K = kernels();
+    const qw_batch *b = c->b;
+    int hd = c->hd, group = c->nh / c->nkv;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    float *s = c->scores + (int64_t)tid * c->n_ctx;
+    int64_t items = (int64_t)b->n * c->nh;
+    /* Strided so that long (late) and short (early) tokens mix evenly. */
+    for (int64_t it = tid; it < items; it += nth) {
+        int t = (int)(it / c->nh), h = (int)(it % c->nh), g = h / group;
+        int slot = b->slot ? b->slot[t] : 0, pos = b->pos[t];
+        const float *kc = c->k_cache + slot * c->slot_stride + c->layer * c->layer_stride + (int64_t)g * hd;
+        const float *vc = c->v_cache + slot * c->slot_stride + c->layer * c->layer_stride + (int64_t)g * hd;
+        const float *q = c->q + (int64_t)t * c->q_dim + (int64_t)h * hd;
+        float *o = c->att + (int64_t)t * c->q_dim + (int64_t)h * hd;
+        for (int p = 0; p <= pos; p++) s[p] = K->dot(q, kc + (int64_t)p * c->kv_dim, hd) * scale;
+        K->softmax(s, pos + 1);
+        memset(o, 0, (size_t)hd * sizeof *o);
+        for (int p = 0; p <= pos; p++) K->axpy(o, s[p], vc + (int64_t)p * c->kv_dim, hd);
+    }
+}
+
+/* ---- the pass --------------------------------------------------------- */
+
+static int check_batch(qw_ctx *c, const qw_batch *b, qw_err *err) {
+    const qw_config *cfg = &c->m->cfg;
+    if (!b || b->n < 1 || b->n > c->max_batch)
+        return qw_errf(err, "forward: batch of %d tokens (1..%d allowed)", b ? b->n : 0, c->max_batch);
+    if (!b->tokens || !b->pos) return qw_errf(err, "forward: batch without tokens or positions");
+    for (int s = 0; s < c->n_slots; s++) c->slot_last[s] = -1;
+    for (int i = 0; i < b->n; i++) {
+        int32_t t = b->tokens[i], p = b->pos[i], s = b->slot ? b->slot[i] : 0;
+        if (t < 0 || t >= cfg->vocab)
+            return qw_errf(err, "forward: token %d at batch index %d is outside the vocabulary [0, %d)", t, i,
+                           cfg->vocab);
+        if (p < 0 || p >= c->n_ctx)
+            return qw_errf(err, "forward: position %d at batch index %d is outside the context [0, %d)", p, i,
+                           c->n_ctx);
+        if (s < 0 || s >= c->n_slots)
+            return qw_errf(err, "forward: slot %d at batch index %d is outside [0, %d)", s, i, c->n_slots);
+        if (c->slot_last[s] >= 0 && p != c->slot_last[s] + 1)
+            return qw_errf(err, "forward: slot %d: position %d at batch index %d does not follow position %d", s,
+                           p, i, c->slot_last[s]);
+        c->slot_last[s] = p;
+    }
+    return 0;
+}
+
+/* q/k biases, RoPE on q and k, and k/v into the cache, for every token. */
+static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l) {
+    const qw_kernels *K = kernels();
+    int hd = c->hd, half = hd / 2;
+    for (int t = 0; t < b->n; t++) {
+        float *q = c->q + (int64_t)t * c->q_dim, *k = c->k + (int64_t)t * c->kv_dim,
+              *v = c->v + (int64_t)t * c->kv_dim;
+        K->add(q, L->bq, c->q_dim);
+        K->add(k, L->bk, c->kv_dim);
+        K->add(v, L->bv, c->kv_dim);
+        int pos = b->pos[t], slot = b->slot ? b->slot[t] : 0;
+        const float *cs = c->rope_cos + (int64_t)pos * half, *sn = c->rope_sin + (int64_t)pos * half;
+        /* x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1] */
+        for (int h = 0; h < c->nh + c->nkv; h++) {
+            float *x = h < c->nh ? q + (int64_t)h * hd : k + (int64_t)(h - c->nh) * hd;
+            for (int i = 0; i < half; i++) {
+                float x1 = x[i], x2 = x[i + half];
+                float a = x1 * cs[i], bb = x2 * sn[i];
+                float d = x2 * cs[i], e = x1 * sn[i];
+                x[i] = a - bb;
+                x[i + half] = d + e;
+            }
+        }
+        int64_t off = slot * c->slot_stride + l * c->layer_stride + (int64_t)pos * c->kv_dim;
+        memcpy(c->k_cache + off, k, (size_t)c->kv_dim * sizeof(float));
+        memcpy(c->v_cache + off, v, (size_t)c->kv_dim * sizeof(float));
+    }
+}
+
+int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
+    if (check_batch(c, b, err)) return -1;
+    const qw_model *m = c->m;
+    const qw_config *cfg = &m->cfg;
+    const qw_kernels *K = kernels();
+    const int64_t H = cfg->hidden, I = cfg->inter, n = b->n;
+    c->b = b;
+
+    /* embeddings */
+    int64_t esz = qw_dtype_size(m->embed.dtype);
+    for (int t = 0; t < n; t++)
+        K->to_f32[m->embed.dtype](c->x + t * H, (const char *)m->embed.data + (int64_t)b->tokens[t] * H * esz, H);
+
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const qw_layer *L = &m->layers[l];
+        c->layer = l;
+        for (int t = 0; t < n; t++) K->rmsnorm(c->xn + t * H, c->x + t * H, L->attn_norm, H, cfg->rms_eps);
+
+        mm_job j;
+        memset(&j, 0, sizeof j);
+        j.n_mats = 3;
+        j.mm[0].Y = c->q, j.mm[0].ldy = c->q_dim, j.mm[0].W = &L->wq;
+        j.mm[1].Y = c->k, j.mm[1].ldy = c->kv_dim, j.mm[1].W = &L->wk;
+        j.mm[2].Y = c->v, j.mm[2].ldy = c->kv_dim, j.mm[2].W = &L->wv;
+        j.X = c->xn, j.ldx = H, j.n = n;
+        pool_run(pool, mm_run, &j);
+
+        qkv_finish(c, L, b, l);
+        pool_run(pool, att_run, c);
+
+        matmul_par(pool, c->tmp, H, c->att, c->q_dim, n, &L->wo);
+        for (int t = 0; t < n; t++) {
+            K->add(c->x + t * H, c->tmp + t * H, H);
+            K->rmsnorm(c->xn + t * H, c->x + t * H, L->mlp_norm, H, cfg->rms_eps);
+        }
+
+        memset(&j, 0, sizeof j);
+        j.n_mats = 2;
+        j.mm[0].Y = c->gate, j.mm[0].ldy = I, j.mm[0].W = &L->w_gate;
+        j.mm[1].Y = c->up, j.mm[1].ldy = I, j.mm[1].W = &L->w_up;
+        j.X = c->xn, j.ldx = H, j.n = n;
+        j.silu_g = c->gate, j.silu_u = c->up, j.silu_ld = I;
+        pool_run(pool, mm_run, &j);
+
+        matmul_par(pool, c->tmp, H, c->gate, I, n, &L->w_down);
+        for (int t = 0; t < n; t++) K->add(c->x + t * H, c->tmp + t * H, H);
+    }
+
+    /* final norm and lm_head, only for the rows that want logits */
+    c->n_out = 0;
+    for (int t = 0; t < n; t++) {
+        int want = b->want_logits ? b->want_logits[t] != 0 : t == n - 1;
+        if (!want) continue;
+        K->rmsnorm(c->xn + (int64_t)c->n_out * H, c->x + t * H, m->final_norm, H, cfg->rms_eps);
+        c->out_rows[c->n_out++] = t;
+    }
+    if (c->n_out > 0) matmul_par(pool, c->logits, cfg->vocab, c->xn, H, c->n_out, &m->lm_head);
+    c->b = NULL;
+    return 0;
+}
