@@ -1,0 +1,123 @@
+/* cpu.c - run-time CPU feature detection for kernel dispatch.
+ *
+ * x86-64: cpuid leaves 1 and 7 for the instruction sets, and XCR0 (xgetbv)
+ * for the operating system's promise to save YMM / ZMM state across context
+ * switches; an AVX instruction on a CPU that has it but an OS that does not
+ * save the state would corrupt registers. On macOS, AVX-512 state is enabled
+ * lazily on first use, so XCR0 may not show it yet; there we ask the kernel
+ * (sysctl hw.optional.avx512f) as Apple documents. Only <cpuid.h> and inline
+ * asm are used, both available in GCC and clang (Linux and macOS).
+ * arm64: NEON (Advanced SIMD) is part of the base architecture.
+ */
+#include "kernels/kernels_impl.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
+
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv */
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static int bit(uint32_t r, int b) { return (int)((r >> b) & 1u); }
+
+static struct {
+    unsigned flags;
+    char text[256];
+} g_cpu;
+
+static void detect(void) {
+    uint32_t a = 0, b = 0, c = 0, d = 0;
+    uint32_t max = __get_cpuid_max(0, NULL);
+    int fma = 0, f16c = 0, avx = 0, osxsave = 0, avx2 = 0;
+    int f = 0, bw = 0, vl = 0, dq = 0, bf16 = 0, vnni = 0;
+    uint64_t xcr0 = 0;
+    if (max >= 1) {
+        __cpuid_count(1, 0, a, b, c, d);
+        fma = bit(c, 12);
+        osxsave = bit(c, 27);
+        avx = bit(c, 28);
+        f16c = bit(c, 29);
+    }
+    if (max >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        uint32_t max7 = a;
+        avx2 = bit(b, 5);
+        f = bit(b, 16);
+        dq = bit(b, 17);
+        bw = bit(b, 30);
+        vl = bit(b, 31);
+        vnni = bit(c, 11);
+        if (max7 >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            bf16 = bit(a, 5);
+        }
+    }
+    if (osxsave) xcr0 = xgetbv0();
+    int os_ymm = osxsave && (xcr0 & 0x6) == 0x6;     /* XMM + YMM */
+    int os_zmm = os_ymm && (xcr0 & 0xe0) == 0xe0;     /* opmask + ZMM_Hi256 + Hi16_ZMM */
+#if defined(__APPLE__)
+    if (os_ymm && !os_zmm && f) {
+        int v = 0;
+        size_t len = sizeof v;
+        if (sysctlbyname("hw.optional.avx512f", &v, &len, NULL, 0) == 0 && v) os_zmm = 1;
+    }
+#endif
+    unsigned fl = 0;
+    if (os_ymm && avx && avx2 && fma && f16c) fl |= QW_CPU_AVX2;
+    if ((fl & QW_CPU_AVX2) && os_zmm && f && bw && vl && dq && bf16 && vnni) fl |= QW_CPU_AVX512;
+    g_cpu.flags = fl;
+    snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s", avx ? " avx" : "",
+             avx2 ? " avx2" : "", fma ? " fma" : "", f16c ? " f16c" : "", f ? " avx512f" : "",
+             bw ? " avx512bw" : "", vl ? " avx512vl" : "", dq ? " avx512dq" : "",
+             bf16 ? " avx512bf16" : "", vnni ? " avx512vnni" : "",
+             (f && !os_zmm) ? " (os: no zmm state)" : "");
+}
+
+#elif defined(__aarch64__)
+
+static struct {
+    unsigned flags;
+    char text[64];
+} g_cpu;
+
+static void detect(void) {
+    g_cpu.flags = QW_CPU_NEON;
+    snprintf(g_cpu.text, sizeof g_cpu.text, "arm64 neon");
+}
+
+#else
+
+static struct {
+    unsigned flags;
+    char text[64];
+} g_cpu;
+
+static void detect(void) {
+    g_cpu.flags = 0;
+    snprintf(g_cpu.text, sizeof g_cpu.text, "generic");
+}
+
+#endif
+
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+
+static void ensure(void) { pthread_once(&g_cpu_once, detect); }
+
+unsigned kernels_cpu_flags(void) {
+    ensure();
+    return g_cpu.flags;
+}
+
+const char *kernels_cpu_features(void) {
+    ensure();
+    return g_cpu.text;
+}

@@ -1,0 +1,3 @@
+/* placeholder replaced below */
+#include "kernels/kernels_impl.h"
+int kernels_fill_avx2(qw_kernels *k) { (void)k; return 0; }

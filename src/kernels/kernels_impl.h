@@ -1,0 +1,67 @@
+/* kernels_impl.h - private to src/kernels/: the per-level fill functions,
+ * the CPU feature bits, and scalar conversion helpers shared by the
+ * reference and by the SIMD files for their tails.
+ *
+ * Each ISA file (kernels_avx2.c, kernels_avx512.c, kernels_neon.c) compiles
+ * to an empty fill function returning 0 on other architectures, so the tree
+ * builds everywhere; init.c only offers a level whose fill returned 1 and
+ * whose CPU bits are present.
+ */
+#ifndef QW_KERNELS_IMPL_H
+#define QW_KERNELS_IMPL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+/* Fill k with the plain-C reference (every entry). */
+void kernels_fill_ref(qw_kernels *k);
+/* Overwrite the entries this ISA accelerates; return 1 if the level is
+ * compiled into this binary, 0 if not (k untouched). The table must already
+ * hold the lower level (dav1d style: ref, then ascending upgrades). */
+int kernels_fill_avx2(qw_kernels *k);
+int kernels_fill_avx512(qw_kernels *k);
+int kernels_fill_neon(qw_kernels *k);
+
+/* CPU capability bits (cpu.c). A level bit is set only when the CPU has
+ * every feature that level's file is compiled with AND the OS saves the
+ * register state (XCR0 on x86). */
+enum {
+    QW_CPU_AVX2 = 1u << 0,   /* avx2 + fma + f16c, YMM state enabled */
+    QW_CPU_AVX512 = 1u << 1, /* avx512 f/bw/vl/dq/bf16/vnni, ZMM state enabled */
+    QW_CPU_NEON = 1u << 2,   /* arm64 Advanced SIMD (baseline) */
+};
+unsigned kernels_cpu_flags(void);
+
+/* bf16 is the top half of an IEEE float32: the conversion is exact. */
+static inline float qw_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* IEEE binary16 -> binary32, exact for every input: normals rebias the
+ * exponent, subnormals (m * 2^-24, m < 1024) are exact in float32, inf and
+ * nan keep their payload. */
+static inline float qw_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    uint32_t u;
+    if (e == 0) {
+        float f = (float)m * 5.9604644775390625e-8f; /* 2^-24, exact */
+        memcpy(&u, &f, sizeof u);
+        u |= sign;
+    } else if (e == 31) {
+        u = sign | 0x7f800000u | (m << 13);
+    } else {
+        u = sign | ((e + 112u) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+#endif

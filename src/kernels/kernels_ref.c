@@ -1,0 +1,122 @@
+/* kernels_ref.c - the plain-C reference of every kernel.
+ *
+ * Obviously correct, not fast: straight loops, float32 accumulation in index
+ * order, libm expf/sqrtf. Built like every other file, without -ffast-math,
+ * so the compiler may not reassociate the sums. tests/kernels/test_kernels.c
+ * checks every SIMD level against these functions.
+ */
+#include <math.h>
+
+#include "kernels/kernels_impl.h"
+
+static void matmul_f32_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
+                           const void *W, int64_t k, int64_t o0, int64_t o1) {
+    const float *w = W;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = o0; o < o1; o++) {
+            const float *x = X + t * ldx, *wr = w + o * k;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; i++) acc += x[i] * wr[i];
+            Y[t * ldy + o] = acc;
+        }
+}
+
+static void matmul_f16_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
+                           const void *W, int64_t k, int64_t o0, int64_t o1) {
+    const uint16_t *w = W;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = o0; o < o1; o++) {
+            const float *x = X + t * ldx;
+            const uint16_t *wr = w + o * k;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_f16_to_f32(wr[i]);
+            Y[t * ldy + o] = acc;
+        }
+}
+
+static void matmul_bf16_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
+                            const void *W, int64_t k, int64_t o0, int64_t o1) {
+    const uint16_t *w = W;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = o0; o < o1; o++) {
+            const float *x = X + t * ldx;
+            const uint16_t *wr = w + o * k;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_bf16_to_f32(wr[i]);
+            Y[t * ldy + o] = acc;
+        }
+}
+
+static void to_f32_f32_ref(float *y, const void *x, int64_t n) {
+    memmove(y, x, (size_t)n * sizeof(float));
+}
+
+static void to_f32_f16_ref(float *y, const void *x, int64_t n) {
+    const uint16_t *h = x;
+    for (int64_t i = 0; i < n; i++) y[i] = qw_f16_to_f32(h[i]);
+}
+
+static void to_f32_bf16_ref(float *y, const void *x, int64_t n) {
+    const uint16_t *h = x;
+    for (int64_t i = 0; i < n; i++) y[i] = qw_bf16_to_f32(h[i]);
+}
+
+static float dot_ref(const float *a, const float *b, int64_t n) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; i++) acc += a[i] * b[i];
+    return acc;
+}
+
+static void axpy_ref(float *y, float a, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void scale_ref(float *y, float a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] *= a;
+}
+
+static void rmsnorm_ref(float *y, const float *x, const float *w, int64_t n, float eps) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+static void silu_mul_ref(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void softmax_ref(float *x, int64_t n) {
+    if (n <= 0) return;
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void add_ref(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void kernels_fill_ref(qw_kernels *k) {
+    k->name = "ref";
+    k->matmul[QW_F32] = matmul_f32_ref;
+    k->matmul[QW_F16] = matmul_f16_ref;
+    k->matmul[QW_BF16] = matmul_bf16_ref;
+    k->to_f32[QW_F32] = to_f32_f32_ref;
+    k->to_f32[QW_F16] = to_f32_f16_ref;
+    k->to_f32[QW_BF16] = to_f32_bf16_ref;
+    k->dot = dot_ref;
+    k->axpy = axpy_ref;
+    k->scale = scale_ref;
+    k->rmsnorm = rmsnorm_ref;
+    k->silu_mul = silu_mul_ref;
+    k->softmax = softmax_ref;
+    k->add = add_ref;
+}

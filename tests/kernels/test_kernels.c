@@ -1,0 +1,491 @@
+/* test_kernels.c - the kernel checker: every level this CPU runs, every
+ * kernel, against the plain-C reference and against a float64 oracle.
+ *
+ * Inputs: random values, odd sizes (tails), n = 1..9 tokens, o0/o1 ranges
+ * that are not multiples of any tile, unaligned pointers, strides, and
+ * extreme values (large magnitudes, bf16/f16 subnormals, zeros; inf and nan
+ * in the conversions). Outputs outside [o0, o1) must be untouched.
+ *
+ * Tolerances (u = FLT_EPSILON / 2, the float32 unit roundoff):
+ *  - sums of k products (matmul, dot): any summation order, with or without
+ *    FMA, is within gamma_k * S of the exact value, where S = sum |x_i w_i|
+ *    and gamma_k = k u / (1 - k u) (Higham, Accuracy and Stability, 3.1).
+ *    The bf16/f16 -> f32 conversion is exact, so we check
+ *    |y - exact| <= 1.01 * k * u * S against a float64 oracle, and a level
+ *    against ref within twice that. When products fall into the subnormal
+ *    range the relative bound does not hold; each of the k roundings may
+ *    then add up to 2^-150 absolutely, hence + k * 2^-149.
+ *  - exp-based kernels (silu_mul, softmax): the SIMD levels use a polynomial
+ *    expf whose relative error is at most EXP_ULPS ulp (measured below
+ *    against libm on a dense grid, and checked by this test); libm's expf
+ *    is within 1 ulp. See the per-test comments for the composed bounds.
+ *  - scale and add are single roundings: bit-identical to ref.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
+#include "test.h"
+
+/* Largest expf error (ulp) we accept from a SIMD level (see exp_check). */
+#define EXP_ULPS 3.0
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+static float frand(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+
+static uint16_t f32_to_bf16_trunc(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+/* Round-to-nearest f32 -> f16 bits for normal-range values (test inputs
+ * only; the tests never need the exact rounding, only valid f16 values). */
+static uint16_t f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t m = u & 0x7fffffu;
+    if (e >= 31) return (uint16_t)(sign | 0x7bff);
+    if (e <= 0) return (uint16_t)sign;
+    return (uint16_t)(sign | ((uint32_t)e << 10) | (m >> 13));
+}
+
+/* Weight values: mode 0 random in [-1,1]; mode 1 extreme: a mix of zeros,
+ * subnormals, tiny and large magnitudes (products stay finite). */
+static void fill_w(void *w, qw_dtype dt, int64_t count, int mode) {
+    for (int64_t i = 0; i < count; i++) {
+        float v = frand();
+        uint16_t special = 0;
+        int use_special = 0;
+        if (mode == 1) {
+            uint64_t r = rnd() % 8;
+            if (r == 0) v = 0.0f;
+            else if (r == 1) { /* subnormal of this dtype */
+                use_special = 1;
+                special = (uint16_t)((rnd() & 0x8000u) | (1 + rnd() % (dt == QW_F16 ? 0x3ff : 0x7f)));
+            } else if (r == 2) v *= dt == QW_F16 ? 60000.0f : 1e15f;
+            else if (r == 3) v *= 1e-3f;
+        }
+        if (dt == QW_F32) {
+            if (use_special) v = (rnd() & 1 ? -1 : 1) * FLT_MIN * frand() * 0.5f; /* f32 subnormal */
+            ((float *)w)[i] = v;
+        } else if (dt == QW_BF16) {
+            ((uint16_t *)w)[i] = use_special ? special : f32_to_bf16_trunc(v);
+        } else {
+            ((uint16_t *)w)[i] = use_special ? special : f32_to_f16(v);
+        }
+    }
+}
+
+static double w_at(const void *w, qw_dtype dt, int64_t i) {
+    if (dt == QW_F32) return ((const float *)w)[i];
+    if (dt == QW_BF16) return qw_bf16_to_f32(((const uint16_t *)w)[i]);
+    return qw_f16_to_f32(((const uint16_t *)w)[i]);
+}
+
+static const qw_kernels *g_ref;
+static int g_fail_prints;
+
+#define SENTINEL 12345.5f
+
+/* One matmul case; returns the number of mismatches (also CHECKed). */
+static void matmul_case(const qw_kernels *L, qw_dtype dt, int64_t n, int64_t k, int64_t rows,
+                        int64_t o0, int64_t o1, int mode) {
+    int es = qw_dtype_size(dt);
+    int64_t ldx = k + (int64_t)(rnd() % 5), ldy = rows + (int64_t)(rnd() % 4);
+    /* +1 element: deliberately misaligned base pointers. */
+    char *wbuf = malloc((size_t)(rows * k + 1) * (size_t)es);
+    float *xbuf = malloc((size_t)(n * ldx + 1) * sizeof(float));
+    float *y = malloc((size_t)(n * ldy) * sizeof(float));
+    float *yr = malloc((size_t)(n * ldy) * sizeof(float));
+    void *W = wbuf + es;
+    float *X = xbuf + 1;
+    fill_w(W, dt, rows * k, mode);
+    for (int64_t i = 0; i < n * ldx; i++) {
+        X[i] = frand();
+        if (mode == 1 && rnd() % 8 == 0) X[i] *= dt == QW_F16 ? 1e4f : 1e15f;
+    }
+    for (int64_t i = 0; i < n * ldy; i++) y[i] = yr[i] = SENTINEL;
+    L->matmul[dt](y, ldy, X, ldx, n, W, k, o0, o1);
+    g_ref->matmul[dt](yr, ldy, X, ldx, n, W, k, o0, o1);
+    int bad = 0;
+    double worst = 0;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = 0; o < ldy; o++) {
+            float v = y[t * ldy + o];
+            if (o < o0 || o >= o1 || o >= rows) {
+                if (v != SENTINEL) bad++;
+                continue;
+            }
+            double ex = 0, S = 0;
+            for (int64_t i = 0; i < k; i++) {
+                double p = (double)X[t * ldx + i] * w_at(W, dt, o * k + i);
+                ex += p;
+                S += fabs(p);
+            }
+            double tol = 1.01 * (double)k * (FLT_EPSILON / 2) * S + (double)k * 0x1p-149;
+            double e1 = fabs((double)v - ex), e2 = fabs((double)v - (double)yr[t * ldy + o]);
+            if (!(e1 <= tol) || !(e2 <= 2 * tol)) {
+                if (g_fail_prints++ < 10)
+                    fprintf(stderr,
+                            "  %s matmul %s n=%lld k=%lld o=%lld t=%lld: got %.9g ref %.9g exact %.9g tol %.3g\n",
+                            L->name, qw_dtype_name(dt), (long long)n, (long long)k, (long long)o,
+                            (long long)t, v, yr[t * ldy + o], ex, tol);
+                bad++;
+            }
+            if (S > 0 && e1 / S > worst) worst = e1 / S;
+        }
+    CHECK(bad == 0, "%s matmul %s n=%lld k=%lld rows=%lld o=[%lld,%lld) mode=%d: %d bad", L->name,
+          qw_dtype_name(dt), (long long)n, (long long)k, (long long)rows, (long long)o0,
+          (long long)o1, mode, bad);
+    free(wbuf);
+    free(xbuf);
+    free(y);
+    free(yr);
+}
+
+static void check_matmul(const qw_kernels *L) {
+    static const int64_t ks[] = {1, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 896, 1000, 4867};
+    for (int dt = 0; dt < QW_DTYPE_COUNT; dt++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            int64_t k = ks[ki];
+            int big = k >= 896;
+            for (int64_t n = 1; n <= 9; n++) {
+                if (big && n > 5 && n != 9) continue;
+                static const int64_t rowsets[] = {1, 2, 5, 13, 37};
+                for (size_t ri = 0; ri < 5; ri++) {
+                    int64_t rows = rowsets[ri];
+                    if (big && rows != 5 && rows != 37) continue;
+                    matmul_case(L, (qw_dtype)dt, n, k, rows, 0, rows, 0);
+                    if (rows > 3) { /* a sub-range that is not a multiple of any tile */
+                        int64_t a = 1 + (int64_t)(rnd() % 3), b = rows - (int64_t)(rnd() % 3);
+                        matmul_case(L, (qw_dtype)dt, n, k, rows, a, b, 0);
+                    }
+                }
+                if (!big || n <= 2) matmul_case(L, (qw_dtype)dt, n, k, 13, 0, 13, 1);
+            }
+        }
+    /* Empty range: writes nothing. */
+    float y = SENTINEL, x = 1.0f;
+    uint16_t w16 = 0x3f80;
+    L->matmul[QW_BF16](&y, 1, &x, 1, 1, &w16, 1, 0, 0);
+    CHECK(y == SENTINEL, "%s matmul empty range wrote", L->name);
+}
+
+static int same_float(float a, float b) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    uint32_t ua, ub;
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    return ua == ub;
+}
+
+/* Exact value of a binary16 / bfloat16 pattern, computed independently. */
+static double f16_exact(uint16_t h) {
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return s ? -v : v;
+}
+static double bf16_exact(uint16_t h) {
+    int s = h >> 15, e = (h >> 7) & 255, m = h & 127;
+    double v = e == 0 ? ldexp(m, -133) : e == 255 ? (m ? NAN : INFINITY) : ldexp(128 + m, e - 134);
+    return s ? -v : v;
+}
+
+static void check_to_f32(const qw_kernels *L) {
+    /* Every 16-bit pattern, at an odd offset and odd length (tails). */
+    enum { N = 65536 };
+    uint16_t *h = malloc((N + 1) * 2);
+    float *y = malloc((N + 3) * 4), *yr = malloc((N + 3) * 4);
+    for (int i = 0; i < N; i++) h[i + 1] = (uint16_t)i;
+    int bad16 = 0, badbf = 0, bad32 = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t cnt = pass ? N - 1 - 7 : N;
+        L->to_f32[QW_F16](y + 1, h + 1, cnt);
+        g_ref->to_f32[QW_F16](yr + 1, h + 1, cnt);
+        for (int64_t i = 0; i < cnt; i++) {
+            double ex = f16_exact((uint16_t)i);
+            if (!same_float(y[i + 1], yr[i + 1]) || (!isnan(ex) && (double)y[i + 1] != ex) ||
+                (isnan(ex) != isnan(y[i + 1])) || !!signbit(y[i + 1]) != (i >> 15))
+                bad16++;
+        }
+        L->to_f32[QW_BF16](y + 1, h + 1, cnt);
+        g_ref->to_f32[QW_BF16](yr + 1, h + 1, cnt);
+        for (int64_t i = 0; i < cnt; i++) {
+            double ex = bf16_exact((uint16_t)i);
+            if (!same_float(y[i + 1], yr[i + 1]) || (!isnan(ex) && (double)y[i + 1] != ex) ||
+                (isnan(ex) != isnan(y[i + 1])) || !!signbit(y[i + 1]) != (i >> 15))
+                badbf++;
+        }
+    }
+    CHECK(bad16 == 0, "%s to_f32 F16: %d of 65536 patterns wrong", L->name, bad16);
+    CHECK(badbf == 0, "%s to_f32 BF16: %d of 65536 patterns wrong", L->name, badbf);
+    float src[40];
+    for (int i = 0; i < 40; i++) src[i] = frand() * 1e30f;
+    src[3] = INFINITY;
+    src[4] = -0.0f;
+    src[5] = 1e-40f;
+    for (int64_t cnt = 0; cnt < 38; cnt++) {
+        for (int i = 0; i < 40; i++) y[i] = SENTINEL;
+        L->to_f32[QW_F32](y + 1, src + 1, cnt);
+        for (int i = 0; i < 40; i++)
+            if (!same_float(y[i], i >= 1 && i <= cnt ? src[i] : SENTINEL)) bad32++;
+    }
+    CHECK(bad32 == 0, "%s to_f32 F32: %d wrong", L->name, bad32);
+    free(h);
+    free(y);
+    free(yr);
+}
+
+static const int64_t k_sizes[] = {1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 896, 1000, 4867};
+#define NSIZES ((int)(sizeof k_sizes / sizeof k_sizes[0]))
+
+static void check_vec(const qw_kernels *L) {
+    enum { MAX = 4867 + 8 };
+    float *a = malloc(MAX * 4), *b = malloc(MAX * 4), *y = malloc(MAX * 4), *yr = malloc(MAX * 4);
+    int bad_dot = 0, bad_axpy = 0, bad_scale = 0, bad_add = 0, bad_rms = 0, bad_rms_inplace = 0;
+    for (int si = 0; si < NSIZES; si++)
+        for (int rep = 0; rep < 3; rep++) {
+            int64_t n = k_sizes[si];
+            int off = 1 + rep; /* unaligned */
+            float *A = a + off, *B = b + off, *Y = y + off, *YR = yr + off;
+            float mag = rep == 2 ? 1e15f : 1.0f;
+            for (int64_t i = 0; i < n + 4; i++) {
+                A[i] = frand() * mag;
+                B[i] = frand();
+            }
+            /* dot: a sum of n products, same bound as matmul. */
+            double ex = 0, S = 0;
+            for (int64_t i = 0; i < n; i++) {
+                ex += (double)A[i] * B[i];
+                S += fabs((double)A[i] * B[i]);
+            }
+            double tol = 1.01 * (double)n * (FLT_EPSILON / 2) * S;
+            float d = L->dot(A, B, n), dr = g_ref->dot(A, B, n);
+            if (!(fabs(d - ex) <= tol) || !(fabs((double)d - dr) <= 2 * tol)) bad_dot++;
+
+            /* axpy: y + a*x with or without FMA: at most 2 roundings, so
+             * within 2u (|y| + |a x|) of exact. Elements past n untouched. */
+            float al = frand() * 3;
+            for (int64_t i = 0; i < n + 4; i++) Y[i] = YR[i] = frand() * mag;
+            L->axpy(Y, al, A, n);
+            for (int64_t i = 0; i < n + 4; i++) {
+                if (i >= n) {
+                    if (Y[i] != YR[i]) bad_axpy++;
+                    continue;
+                }
+                double e = (double)YR[i] + (double)al * A[i];
+                double t = FLT_EPSILON * (fabs(YR[i]) + fabs((double)al * A[i]));
+                if (!(fabs(Y[i] - e) <= t)) bad_axpy++;
+            }
+            /* scale and add: one rounding each, bit-identical to ref. */
+            for (int64_t i = 0; i < n + 4; i++) Y[i] = YR[i] = frand() * mag;
+            L->scale(Y, al, n);
+            g_ref->scale(YR, al, n);
+            for (int64_t i = 0; i < n + 4; i++)
+                if (!same_float(Y[i], YR[i])) bad_scale++;
+            L->add(Y, A, n);
+            g_ref->add(YR, A, n);
+            for (int64_t i = 0; i < n + 4; i++)
+                if (!same_float(Y[i], YR[i])) bad_add++;
+
+            /* rmsnorm: the mean of squares has relative error gamma_n; the
+             * eps add, sqrt, division and two multiplies add a few u; sqrt
+             * halves the first. Bound: (n/2 + 8) * 2u relative to exact. */
+            const float eps = 1e-6f;
+            for (int64_t i = 0; i < n + 4; i++) Y[i] = SENTINEL;
+            L->rmsnorm(Y, A, B, n, eps);
+            double ss = 0;
+            for (int64_t i = 0; i < n; i++) ss += (double)A[i] * A[i];
+            double inv = 1.0 / sqrt(ss / (double)n + eps);
+            double rt = ((double)n / 2 + 8) * FLT_EPSILON;
+            for (int64_t i = 0; i < n + 4; i++) {
+                if (i >= n) {
+                    if (Y[i] != SENTINEL) bad_rms++;
+                    continue;
+                }
+                double e = (double)A[i] * inv * B[i];
+                if (!(fabs(Y[i] - e) <= rt * fabs(e) + 1e-37)) bad_rms++;
+            }
+            memcpy(Y, A, (size_t)n * 4); /* y == x allowed */
+            L->rmsnorm(Y, Y, B, n, eps);
+            for (int64_t i = 0; i < n; i++) {
+                double e = (double)A[i] * inv * B[i];
+                if (!(fabs(Y[i] - e) <= rt * fabs(e) + 1e-37)) bad_rms_inplace++;
+            }
+        }
+    CHECK(bad_dot == 0, "%s dot: %d bad", L->name, bad_dot);
+    CHECK(bad_axpy == 0, "%s axpy: %d bad", L->name, bad_axpy);
+    CHECK(bad_scale == 0, "%s scale: %d bad", L->name, bad_scale);
+    CHECK(bad_add == 0, "%s add: %d bad", L->name, bad_add);
+    CHECK(bad_rms == 0, "%s rmsnorm: %d bad", L->name, bad_rms);
+    CHECK(bad_rms_inplace == 0, "%s rmsnorm in place: %d bad", L->name, bad_rms_inplace);
+    free(a);
+    free(b);
+    free(y);
+    free(yr);
+}
+
+/* The exp-based kernels, on random inputs and (silu_mul) a dense grid over
+ * [-100, 100] that crosses the exp clamp points, against float64. */
+static void check_exp_kernels(const qw_kernels *L) {
+    enum { MAX = 4867 + 8 };
+    float *g = malloc(MAX * 4), *u = malloc(MAX * 4), *gr = malloc(MAX * 4);
+    int bad_silu = 0, bad_soft = 0, bad_tail = 0;
+    double worst_silu = 0, worst_soft = 0;
+    /* silu_mul: e = exp(-g) with relative error <= EXP_ULPS u' (u' = 2u);
+     * 1 + e, the division and the multiply add 3 roundings; d(1+e)/(1+e) <=
+     * d(e)/e. So relative to exact: (EXP_ULPS + 4) * 2u. For g < -87 the
+     * SIMD levels clamp exp's argument; there silu(g) * u < 1e-35 and an
+     * absolute 1e-30 covers it (such values are < 1e-30 of any activation). */
+    for (int si = 0; si < NSIZES + 1; si++) {
+        int64_t n = si < NSIZES ? k_sizes[si] : 4096;
+        float *G = g + 1, *U = u + 1, *GR = gr + 1;
+        for (int64_t i = 0; i < n + 4; i++) {
+            float v = si == NSIZES ? -100.0f + 200.0f * (float)i / (float)n : frand() * 20.0f;
+            if (si < NSIZES && rnd() % 16 == 0) v = frand() * 1e4f;
+            G[i] = GR[i] = v;
+            U[i] = frand() * 3;
+        }
+        L->silu_mul(G, U, n);
+        for (int64_t i = 0; i < n + 4; i++) {
+            if (i >= n) {
+                if (!same_float(G[i], GR[i])) bad_tail++;
+                continue;
+            }
+            double x = GR[i];
+            double e = x / (1.0 + exp(-x)) * U[i];
+            double err = fabs(G[i] - e);
+            if (!(err <= (EXP_ULPS + 4) * FLT_EPSILON * fabs(e) + 1e-30)) bad_silu++;
+            if (fabs(e) > 1e-30 && err / fabs(e) > worst_silu) worst_silu = err / fabs(e);
+        }
+    }
+    /* softmax: inputs in [-15, 15], so x - max lies in [-30, 0] and its
+     * rounding moves the argument of exp by at most 2^-20 (half an ulp of
+     * 30), i.e. a relative change of at most 2^-20 = 8 FLT_EPSILON in the
+     * result; exp itself adds EXP_ULPS ulp; the sum of n terms gamma_n
+     * (n/2 FLT_EPSILON); 1/sum and the multiply 2 more roundings. Bound,
+     * relative to exact: (8 + EXP_ULPS + n/2 + 3) FLT_EPSILON (tiny-prob
+     * rows use -1e4 offsets whose exp is 0 in both). Values below e^-87 may
+     * be flushed by the SIMD exp: absolute 1e-37. */
+    for (int si = 0; si < NSIZES; si++)
+        for (int rep = 0; rep < 3; rep++) {
+            int64_t n = k_sizes[si];
+            float *G = g + 1 + rep, *GR = gr + 1 + rep;
+            for (int64_t i = 0; i < n + 4; i++) {
+                float v = frand() * 15.0f;
+                if (rep == 1) v = 3.5f;                              /* all equal */
+                if (rep == 2 && rnd() % 4 == 0) v = -1e4f * (float)(rnd() % 3); /* tiny probs */
+                G[i] = GR[i] = v;
+            }
+            L->softmax(G, n);
+            double mx = -INFINITY, sum = 0;
+            for (int64_t i = 0; i < n; i++) mx = GR[i] > mx ? GR[i] : mx;
+            for (int64_t i = 0; i < n; i++) sum += exp((double)GR[i] - mx);
+            double rt = (8 + EXP_ULPS + (double)n / 2 + 3) * FLT_EPSILON;
+            for (int64_t i = 0; i < n + 4; i++) {
+                if (i >= n) {
+                    if (!same_float(G[i], GR[i])) bad_tail++;
+                    continue;
+                }
+                double e = exp((double)GR[i] - mx) / sum;
+                double err = fabs(G[i] - e);
+                if (!(err <= rt * e + 1e-37)) bad_soft++;
+                if (e > 1e-30 && err / e > worst_soft) worst_soft = err / e;
+            }
+        }
+    CHECK(bad_silu == 0, "%s silu_mul: %d bad (worst rel %.3g)", L->name, bad_silu, worst_silu);
+    CHECK(bad_soft == 0, "%s softmax: %d bad (worst rel %.3g)", L->name, bad_soft, worst_soft);
+    CHECK(bad_tail == 0, "%s silu_mul/softmax wrote past n: %d", L->name, bad_tail);
+    printf("  %s: silu_mul worst rel err %.3g, softmax worst rel err %.3g (FLT_EPSILON %.3g)\n",
+           L->name, worst_silu, worst_soft, (double)FLT_EPSILON);
+    free(g);
+    free(u);
+    free(gr);
+}
+
+static void check_conversions(void) {
+    CHECK(qw_f16_to_f32(0x3c00) == 1.0f, "f16 1.0");
+    CHECK(qw_f16_to_f32(0x0001) == 0x1p-24f, "f16 smallest subnormal");
+    CHECK(qw_f16_to_f32(0x03ff) == 1023 * 0x1p-24f, "f16 largest subnormal");
+    CHECK(qw_f16_to_f32(0x0400) == 0x1p-14f, "f16 smallest normal");
+    CHECK(qw_f16_to_f32(0x7bff) == 65504.0f, "f16 max");
+    CHECK(qw_f16_to_f32(0xc000) == -2.0f, "f16 -2");
+    CHECK(isinf(qw_f16_to_f32(0x7c00)) && qw_f16_to_f32(0x7c00) > 0, "f16 +inf");
+    CHECK(isinf(qw_f16_to_f32(0xfc00)) && qw_f16_to_f32(0xfc00) < 0, "f16 -inf");
+    CHECK(isnan(qw_f16_to_f32(0x7e00)), "f16 nan");
+    CHECK(signbit(qw_f16_to_f32(0x8000)) && qw_f16_to_f32(0x8000) == 0, "f16 -0");
+    CHECK(qw_bf16_to_f32(0x3f80) == 1.0f, "bf16 1.0");
+    CHECK(qw_bf16_to_f32(0x0001) == 0x1p-133f, "bf16 smallest subnormal");
+    CHECK(isinf(qw_bf16_to_f32(0xff80)) && qw_bf16_to_f32(0xff80) < 0, "bf16 -inf");
+    CHECK(qw_dtype_size(QW_BF16) == 2 && qw_dtype_size(QW_F16) == 2 && qw_dtype_size(QW_F32) == 4,
+          "dtype sizes");
+    CHECK(!strcmp(qw_dtype_name(QW_BF16), "BF16"), "dtype name");
+}
+
+static void check_dispatch(void) {
+    qw_err err;
+    const char *const *names = kernels_level_names();
+    CHECK(names[0] && !strcmp(names[0], "ref"), "first level is ref");
+    CHECK(kernels_level("ref") != NULL, "ref always available");
+    CHECK(kernels_level("bogus") == NULL, "unknown level");
+    for (int i = 0; names[i]; i++) {
+        const qw_kernels *L = kernels_level(names[i]);
+        if (L) CHECK(!strcmp(L->name, names[i]), "table name %s", names[i]);
+    }
+    setenv("QWENC_ISA", "bogus", 1);
+    err.msg[0] = 0;
+    CHECK(kernels_init(&err) == -1 && strstr(err.msg, "bogus"), "QWENC_ISA=bogus rejected: %s",
+          err.msg);
+    setenv("QWENC_ISA", "ref", 1);
+    CHECK(kernels_init(&err) == 0 && !strcmp(kernels()->name, "ref"), "QWENC_ISA=ref");
+#if defined(__x86_64__)
+    setenv("QWENC_ISA", "neon", 1);
+    CHECK(kernels_init(&err) == -1, "QWENC_ISA=neon rejected on x86-64");
+    setenv("QWENC_ISA", "avx512", 1);
+    CHECK((kernels_init(&err) == 0) == (kernels_level("avx512") != NULL),
+          "QWENC_ISA=avx512 accepted iff the CPU has it");
+#endif
+    unsetenv("QWENC_ISA");
+    CHECK(kernels_init(&err) == 0, "auto level: %s", err.msg);
+    const char *best = kernels()->name;
+    CHECK(kernels_use("nope", &err) == -1, "kernels_use unknown");
+    CHECK(kernels_use("ref", &err) == 0 && kernels() == kernels_level("ref"), "kernels_use ref");
+    CHECK(kernels_use(best, &err) == 0, "kernels_use best");
+}
+
+int main(void) {
+    check_conversions();
+    check_dispatch();
+    g_ref = kernels_level("ref");
+    const char *const *names = kernels_level_names();
+    printf("cpu: %s\n", kernels_cpu_features());
+    for (int i = 0; names[i]; i++) {
+        const qw_kernels *L = kernels_level(names[i]);
+        if (!L) {
+            printf("level %s: compiled in, not supported by this CPU/OS: skipped\n", names[i]);
+            continue;
+        }
+        printf("level %s: checking\n", names[i]);
+        int before = test_failed_;
+        check_to_f32(L);
+        check_vec(L);
+        check_exp_kernels(L);
+        check_matmul(L);
+        printf("level %s: %s\n", names[i], test_failed_ == before ? "ok" : "FAILED");
+    }
+    return test_summary();
+}
