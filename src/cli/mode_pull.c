@@ -4,6 +4,7 @@
  * line and implements cli_resolve_model() (cli.h): a folder as is, else a
  * repo id looked up in the Hugging Face cache.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +12,62 @@
 
 #include "cli/cli.h"
 #include "hub/cache.h"
+#include "hub/download.h"
+
+static void pull_usage(FILE *f) {
+    fputs("usage: qwenc pull REPO [--revision REV] [--retries N] [--progress bar|lines|none]\n"
+          "Downloads config, tokenizer and safetensors of a Hugging Face model repo into the\n"
+          "Hugging Face cache ($HF_HOME/hub, default ~/.cache/huggingface/hub) and prints the\n"
+          "snapshot folder. An interrupted download resumes where it stopped.\n"
+          "Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN, HF_HOME.\n", f);
+}
 
 int mode_pull(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "qwenc pull: not built yet\n");
-    return 1;
+    hub_pull_opts o;
+    hub_pull_opts_default(&o);
+    const char *repo = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { pull_usage(stdout); return 0; }
+        if (!strcmp(a, "--revision") || !strcmp(a, "--retries") || !strcmp(a, "--progress")) {
+            if (!v) { fprintf(stderr, "qwenc pull: %s needs a value\n", a); return 2; }
+            i++;
+            if (!strcmp(a, "--revision")) o.revision = v;
+            else if (!strcmp(a, "--retries")) {
+                char *end; errno = 0;
+                long n = strtol(v, &end, 10);
+                if (errno || end == v || *end || n < 0 || n > 100) {
+                    fprintf(stderr, "qwenc pull: --retries: expected 0..100, got '%s'\n", v);
+                    return 2;
+                }
+                o.retries = (int)n;
+            } else {
+                if (!strcmp(v, "bar")) o.progress = HUB_PROGRESS_BAR;
+                else if (!strcmp(v, "lines")) o.progress = HUB_PROGRESS_LINES;
+                else if (!strcmp(v, "none")) o.progress = HUB_PROGRESS_NONE;
+                else { fprintf(stderr, "qwenc pull: --progress: expected bar, lines or none\n"); return 2; }
+            }
+        } else if (a[0] == '-') {
+            fprintf(stderr, "qwenc pull: unknown option '%s'\n", a);
+            pull_usage(stderr);
+            return 2;
+        } else if (!repo) repo = a;
+        else { fprintf(stderr, "qwenc pull: unexpected argument '%s'\n", a); return 2; }
+    }
+    if (!repo) { pull_usage(stderr); return 2; }
+    qw_err err = {{0}};
+    if (hub_repo_valid(repo, &err) != 0 || (o.revision && hub_revision_valid(o.revision, &err) != 0)) {
+        fprintf(stderr, "qwenc pull: %s\n", err.msg);
+        return 2;
+    }
+    char *snap = NULL;
+    if (hub_pull(repo, &o, &snap, &err) != 0) {
+        fprintf(stderr, "qwenc pull: %s\n", err.msg);
+        return 1;
+    }
+    printf("%s\n", snap);
+    free(snap);
+    return 0;
 }
 
 char *cli_resolve_model(const char *arg, char *errbuf, int errlen) {
@@ -33,10 +85,12 @@ char *cli_resolve_model(const char *arg, char *errbuf, int errlen) {
         snprintf(errbuf, (size_t)errlen, "%s is a file, not a model folder (config.json + *.safetensors)", arg);
         return NULL;
     }
-    /* Not a path that exists: a repo id "ORG/NAME", maybe "ORG/NAME@REV"? Keep it simple: ORG/NAME. */
+    /* Not an existing path: a repo id ORG/NAME in the Hugging Face cache. */
     qw_err err = {{0}};
-    if (hub_repo_valid(arg, NULL) != 0 || arg[0] == '.' || arg[0] == '/') {
-        snprintf(errbuf, (size_t)errlen, "%s: no such folder (and not a Hugging Face repo id like Qwen/Qwen2.5-0.5B-Instruct)", arg);
+    if (arg[0] == '.' || arg[0] == '/' || !strchr(arg, '/') || hub_repo_valid(arg, NULL) != 0) {
+        snprintf(errbuf, (size_t)errlen,
+                 "%s: no such model folder (MODEL is a folder, or a Hugging Face repo id like "
+                 "Qwen/Qwen2.5-0.5B-Instruct downloaded with qwenc pull)", arg);
         return NULL;
     }
     char *snap = hub_snapshot_dir(arg, NULL, &err);
