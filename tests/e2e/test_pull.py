@@ -1,0 +1,319 @@
+"""`qwenc pull` against tools/fake_hub.py, a local stand-in for the hub.
+
+The fixture repo is the e2e tiny model (conftest's model_dir: random weights
+from `qwenc synth` + the Qwen2.5 tokenizer fixture) served the way
+huggingface.co serves it: resolve URLs, a relative redirect for git files, a
+302 to a "CDN" for LFS files, ETag / X-Linked-Etag / X-Repo-Commit, Range.
+Every test gets its own HF_HOME and its own server.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import QWENC, ROOT, run
+
+FAKE_HUB = os.path.join(ROOT, "tools", "fake_hub.py")
+REPO = "qwenc-test/tiny-qwen2"
+REPO_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+              "tokenizer_config.json")
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def git_sha1_file(path):
+    data = open(path, "rb").read()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class FakeHub:
+    def __init__(self, folder, log, *flags):
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, FAKE_HUB, folder, "--repo-id", REPO, "--log", log,
+                                      *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.url = self.proc.stdout.readline().decode().strip()
+        line = self.proc.stdout.readline().decode().split()
+        if not self.url.startswith("http://127.0.0.1:") or len(line) != 2:
+            self.proc.kill()
+            pytest.fail(f"fake_hub.py did not start: {self.url!r} {self.proc.stderr.read()[-2000:]!r}")
+        self.commit = line[1]
+
+    def requests(self):
+        if not os.path.exists(self.log):
+            return []
+        return [json.loads(l) for l in open(self.log)]
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(10)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def repo_folder(model_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("hubrepo")
+    for name in REPO_FILES:
+        shutil.copy(os.path.join(model_dir, name), d / name)
+    return str(d)
+
+
+@pytest.fixture
+def hub_env(tmp_path):
+    """Start servers with hub(*flags); returns (start, env-for(url))."""
+    started = []
+
+    def start(folder, *flags):
+        h = FakeHub(folder, str(tmp_path / f"hub{len(started)}.log"), *flags)
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        h.stop()
+
+
+def env_for(tmp_path, url):
+    env = dict(os.environ)
+    env["HF_HOME"] = str(tmp_path / "hf")
+    env["HF_ENDPOINT"] = url
+    env.pop("HF_TOKEN", None)
+    env.pop("HF_HUB_CACHE", None)
+    env.pop("HUGGINGFACE_HUB_CACHE", None)
+    return env
+
+
+def pull(env, *args, timeout=120):
+    return run([QWENC, "pull", REPO, *args], timeout=timeout, env=env)
+
+
+def repo_cache(tmp_path):
+    return tmp_path / "hf" / "hub" / "models--qwenc-test--tiny-qwen2"
+
+
+def all_paths(root):
+    out = []
+    for d, dirs, files in os.walk(root):
+        for n in dirs + files:
+            out.append(os.path.join(d, n))
+    return out
+
+
+def check_snapshot(tmp_path, hub, folder):
+    """The standard layout, every file verified against the original."""
+    rc = repo_cache(tmp_path)
+    assert (rc / "refs" / "main").read_text().strip() == hub.commit
+    snap = rc / "snapshots" / hub.commit
+    assert snap.is_dir(), all_paths(rc)
+    for name in REPO_FILES:
+        link = snap / name
+        assert link.is_symlink(), f"{link} is not a symlink"
+        target = os.readlink(link)
+        src = os.path.join(folder, name)
+        etag = sha256_file(src) if name.endswith(".safetensors") or os.path.getsize(src) >= 10 << 20 \
+            else git_sha1_file(src)
+        assert target == f"../../blobs/{etag}", f"{name} -> {target}"
+        assert sha256_file(link) == sha256_file(src), f"{name}: content differs"
+    for name in ("vocab.json", "merges.txt", "model.safetensors.index.json"):
+        assert not (snap / name).exists(), f"{name} is not in the repo but appeared"
+    left = [p for p in all_paths(rc) if p.endswith(".incomplete") or p.endswith(".tmp")]
+    assert not left, f"leftovers: {left}"
+    return snap
+
+
+def test_pull_layout_and_reuse(repo_folder, hub_env, tmp_path):
+    hub = hub_env(repo_folder)
+    env = env_for(tmp_path, hub.url)
+    r = pull(env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0, err
+    snap = check_snapshot(tmp_path, hub, repo_folder)
+    assert r.stdout.decode().strip() == str(snap), r.stdout
+    gets = [q for q in hub.requests() if q["method"] == "GET"]
+    assert any(q["path"].startswith("/cdn/") for q in gets), "LFS file not fetched through the redirect"
+    # Not a TTY: plain progress lines, one per file at least.
+    assert "model.safetensors:" in err and "done" in err, err
+
+    # Second pull: nothing downloaded again, only metadata requests.
+    n_before = len(hub.requests())
+    r2 = pull(env)
+    err2 = r2.stderr.decode(errors="replace")
+    assert r2.returncode == 0, err2
+    new = hub.requests()[n_before:]
+    assert new and all(q["method"] == "HEAD" for q in new), f"second pull downloaded again: {new}"
+    assert "0 files downloaded" in err2 and "cached" in err2, err2
+    check_snapshot(tmp_path, hub, repo_folder)
+
+
+def test_resume_within_one_run(repo_folder, hub_env, tmp_path):
+    hub = hub_env(repo_folder, "--cut-once", "model.safetensors")
+    env = env_for(tmp_path, hub.url)
+    r = pull(env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0, err
+    check_snapshot(tmp_path, hub, repo_folder)
+    size = os.path.getsize(os.path.join(repo_folder, "model.safetensors"))
+    ranges = [q["range"] for q in hub.requests() if q["method"] == "GET" and q["range"]]
+    assert ranges, "no Range request after the cut"
+    start = int(ranges[-1].split("=")[1].split("-")[0])
+    assert 0 < start < size and start >= size // 2 - (1 << 20), (start, size)
+    assert "resuming" in err, err
+
+
+def test_resume_across_runs(repo_folder, hub_env, tmp_path):
+    hub = hub_env(repo_folder, "--cut-once", "model.safetensors")
+    env = env_for(tmp_path, hub.url)
+    r = pull(env, "--retries", "0")
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1, f"a cut download must fail without retries: {err}"
+    assert "model.safetensors" in err and "resume" in err, err
+    sha = sha256_file(os.path.join(repo_folder, "model.safetensors"))
+    part = repo_cache(tmp_path) / "blobs" / f"{sha}.incomplete"
+    assert part.is_file(), all_paths(repo_cache(tmp_path))
+    have = part.stat().st_size
+    size = os.path.getsize(os.path.join(repo_folder, "model.safetensors"))
+    assert 0 < have < size
+    assert not (repo_cache(tmp_path) / "refs" / "main").exists(), "refs/main written for an incomplete pull"
+
+    n_before = len(hub.requests())
+    r2 = pull(env, "--retries", "0")
+    err2 = r2.stderr.decode(errors="replace")
+    assert r2.returncode == 0, err2
+    new = [q for q in hub.requests()[n_before:] if q["method"] == "GET"]
+    safet = [q for q in new if "model.safetensors" in q["path"] or q["path"].startswith("/cdn/" + sha)]
+    assert safet and all(q["range"] == f"bytes={have}-" for q in safet), safet
+    assert f"resuming at byte {have}" in err2, err2
+    check_snapshot(tmp_path, hub, repo_folder)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_corruption_detected(repo_folder, hub_env, tmp_path, name):
+    hub = hub_env(repo_folder, "--corrupt", name)
+    env = env_for(tmp_path, hub.url)
+    r = pull(env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1, err
+    assert "corrupt" in err and name in err, err
+    src = os.path.join(repo_folder, name)
+    etag = sha256_file(src) if name.endswith(".safetensors") else git_sha1_file(src)
+    blobs = repo_cache(tmp_path) / "blobs"
+    assert not (blobs / etag).exists(), "a corrupted file was stored under its ETag"
+    assert not (blobs / f"{etag}.incomplete").exists(), "the corrupted part was kept"
+    snaps = repo_cache(tmp_path) / "snapshots"
+    assert not any(p.endswith("/" + name) for p in all_paths(snaps)), "corrupted file linked"
+
+
+@pytest.mark.parametrize("repo", ["../evil", "a/b/c", "/etc", "org/..", "org/na me", "org/-x",
+                                  "..", "org//name", "org/name\n", "org/x--y"])
+def test_bad_repo_ids_rejected(tmp_path, repo):
+    env = env_for(tmp_path, "http://127.0.0.1:9")
+    r = run([QWENC, "pull", repo], env=env)
+    assert r.returncode == 2, (repo, r.stderr)
+    assert b"repo id" in r.stderr, r.stderr
+    assert not (tmp_path / "hf").exists() or not all_paths(tmp_path / "hf"), "something was written"
+
+
+@pytest.mark.parametrize("rev", ["../../../tmp", "/abs", "a/../b", "main\r\nX: y", ""])
+def test_bad_revisions_rejected(tmp_path, rev):
+    env = env_for(tmp_path, "http://127.0.0.1:9")
+    r = run([QWENC, "pull", REPO, "--revision", rev], env=env)
+    assert r.returncode == 2, (rev, r.stderr)
+    assert b"revision" in r.stderr, r.stderr
+
+
+def test_server_path_escapes_rejected(repo_folder, hub_env, tmp_path):
+    # An ETag naming a path, and an index naming a shard outside the repo.
+    outside = tmp_path / "evil"
+    hub = hub_env(repo_folder, "--bad-etag", "config.json")
+    env = env_for(tmp_path, hub.url)
+    r = pull(env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "ETag" in err, err
+    assert not outside.exists()
+
+    hub2 = hub_env(repo_folder, "--index-escape")
+    env2 = env_for(tmp_path / "second", hub2.url)
+    r2 = pull(env2)
+    err2 = r2.stderr.decode(errors="replace")
+    assert r2.returncode == 1 and "weight_map" in err2 and ".." in err2, err2
+    evil = [p for p in all_paths(tmp_path) if "evil.safetensors" in p]
+    assert not evil, evil
+    assert not any("evil.safetensors" in q["path"] for q in hub2.requests())
+
+
+def test_token_sent_and_required(repo_folder, hub_env, tmp_path):
+    hub = hub_env(repo_folder, "--token", "s3cret")
+    env = env_for(tmp_path, hub.url)
+    r = pull(env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "401" in err and "HF_TOKEN" in err, err
+    env["HF_TOKEN"] = "s3cret"
+    r = pull(env)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    resolves = [q for q in hub.requests() if "/resolve/" in q["path"]]
+    assert resolves and resolves[-1]["auth"] == "Bearer s3cret"
+
+
+def test_missing_repo_file_and_unreachable(repo_folder, hub_env, tmp_path):
+    # A repo without weights: a clear error naming the file.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(os.path.join(repo_folder, "config.json"), bare / "config.json")
+    hub = hub_env(str(bare))
+    r = pull(env_for(tmp_path / "a", hub.url))
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "model.safetensors" in err and "404" in err, err
+
+    # Nothing listening, nothing cached: says it cannot reach the hub.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    r = pull(env_for(tmp_path / "b", f"http://127.0.0.1:{port}"))
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "cannot reach" in err, err
+
+    # Unreachable but cached: the cached snapshot is used.
+    hub2 = hub_env(repo_folder)
+    env = env_for(tmp_path / "c", hub2.url)
+    assert pull(env).returncode == 0
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    r = pull(env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0 and "unreachable" in err and "cached" in err, err
+
+
+def test_model_resolved_from_cache(repo_folder, model_dir, hub_env, tmp_path):
+    hub = hub_env(repo_folder)
+    env = env_for(tmp_path, hub.url)
+    assert pull(env).returncode == 0
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # resolution never touches the network
+
+    # Token mode by repo id == by folder.
+    a = run([QWENC, REPO, "151644 8948 198", "4", "--threads", "1"], env=env)
+    b = run([QWENC, model_dir, "151644 8948 198", "4", "--threads", "1"], env=env)
+    assert a.returncode == 0, a.stderr.decode(errors="replace")
+    assert a.stdout == b.stdout and a.stdout.strip(), (a.stdout, b.stdout)
+
+    # Text mode by repo id: the tokenizer comes from the snapshot.
+    t = run([QWENC, REPO, "--tokenize", "hi"], env=env)
+    assert t.returncode == 0, t.stderr.decode(errors="replace")
+    # [6023]: Tokenizer.from_file(tokenizer.json).encode("hi").ids with HF tokenizers
+    assert t.stdout.split() == [b"6023"], t.stdout
+
+    # A repo id not in the cache: a clear message saying how to get it.
+    r = run([QWENC, "nobody/nothing", "1 2", "1"], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and "qwenc pull nobody/nothing" in err, err
