@@ -1,0 +1,174 @@
+"""The command line: the seed's single-shot form, --tokens, --tokenize and
+--detokenize, --help, exit codes; and the same ids from the CLI, the socket
+server and the HTTP server."""
+
+import os
+import re
+import shutil
+import tempfile
+
+import pytest
+
+from conftest import QWENC, THREADS, _started, run, start_http, stop_checked
+from helpers import ok_json, post
+from test_socket import SocketServer, ask, tokens_of
+
+IDS = "151644 8948 198 2610 525 264 10950 17847 13 151645 198 151644 872 198 9707 151645 198 151644 77091 198"
+
+
+def out_ids(r, n):
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr.decode(errors='replace')[-1000:]}"
+    lines = r.stdout.decode().split("\n")
+    assert len(lines) == 2 and lines[1] == "", f"expected one line of ids on stdout, got {r.stdout[:300]!r}"
+    v = lines[0].split()
+    assert all(x.isdigit() for x in v), f"not ids: {lines[0]!r}"
+    v = [int(x) for x in v]
+    assert 0 < len(v) <= n and all(0 <= t < 151936 for t in v), v
+    return v
+
+
+def tokenize(model, text):
+    r = run([QWENC, model, "--tokenize", text])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    s = r.stdout.decode().strip()
+    return [int(x) for x in s.split()] if s else []
+
+
+def detokenize(model, ids):
+    """stdout of --detokenize (the text, perhaps with a newline added)."""
+    r = run([QWENC, model, "--detokenize", " ".join(map(str, ids))])
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr.decode(errors='replace')[-1000:]}"
+    return r.stdout.decode("utf-8")
+
+
+def same_text(printed, text):
+    return printed in (text, text + "\n")
+
+
+def test_seed_single_shot_form(model_dir):
+    r = run([QWENC, model_dir, IDS, "5"])
+    ids = out_ids(r, 5)
+    assert re.search(r"tok/s", r.stderr.decode(errors="replace")), \
+        f"no prefill/decode tok/s on stderr: {r.stderr[-500:]!r}"
+    # the e2e model's default sampling is greedy (generation_config do_sample=false)
+    g = out_ids(run([QWENC, model_dir, "--tokens", IDS, "-n", "5", "--greedy", "--threads", THREADS]), 5)
+    assert ids == g
+
+
+def test_cli_matches_socket_server(model_dir):
+    d = tempfile.mkdtemp(prefix="qwe2e", dir="/tmp")
+    s = SocketServer(model_dir, os.path.join(d, "cli.sock"), "--parallel", "2")
+    _started.append(s)
+    try:
+        for ids_s, n in ((IDS, 12), ("9707 11 1879 0", 7), ("151644 872 198 105043 100165 30 151645 198", 9)):
+            cli = out_ids(run([QWENC, model_dir, "--tokens", ids_s, "-n", str(n), "--greedy",
+                               "--threads", THREADS]), n)
+            sock = tokens_of(ask(s.path, {"tokens": [int(x) for x in ids_s.split()], "max_tokens": n,
+                                          "temperature": 0}), n)
+            assert cli == sock, f"prompt {ids_s!r}: CLI {cli} vs socket {sock}"
+    finally:
+        alive = s.alive()
+        s.stop()
+        shutil.rmtree(d, ignore_errors=True)
+        assert alive, s.log_tail()
+
+
+@pytest.fixture(scope="module")
+def http(model_dir):
+    s = start_http(model_dir, "--parallel", "2")
+    yield s
+    stop_checked(s)
+
+
+def test_cli_matches_http_raw_completion(model_dir, http):
+    prompt = "The quick brown fox"
+    ids = tokenize(model_dir, prompt)
+    gen = out_ids(run([QWENC, model_dir, "--tokens", " ".join(map(str, ids)), "-n", "10", "--greedy",
+                       "--threads", THREADS]), 10)
+    j = ok_json(post(http, "/v1/completions", {"prompt": prompt, "raw": True, "max_tokens": 10,
+                                               "temperature": 0}))
+    assert j["prompt_tokens"] == len(ids)
+    assert j["gen_tokens"] == len(gen)
+    printed = detokenize(model_dir, [t for t in gen if t not in (151643, 151645)])
+    assert same_text(printed, j["text"]), f"CLI {printed!r} vs HTTP {j['text']!r}"
+
+
+def test_cli_matches_http_chat(model_dir, http):
+    """The chat template: HTTP chat == the CLI on the ChatML ids."""
+    rendered = ("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+                "<|im_end|>\n<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n")
+    ids = tokenize(model_dir, rendered)
+    gen = out_ids(run([QWENC, model_dir, "--tokens", " ".join(map(str, ids)), "-n", "10", "--greedy",
+                       "--threads", THREADS]), 10)
+    j = ok_json(post(http, "/v1/chat/completions",
+                     {"messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 10,
+                      "temperature": 0}))
+    assert j["usage"]["prompt_tokens"] == len(ids)
+    printed = detokenize(model_dir, [t for t in gen if t not in (151643, 151645)])
+    text = j["choices"][0]["message"]["content"]
+    assert same_text(printed, text), f"CLI {printed!r} vs HTTP {text!r}"
+
+
+@pytest.mark.parametrize("text", ["Hello, world!", "中文和日本語", "👍🏽 emoji 👨‍👩‍👧", "tabs\tand  spaces",
+                                  "<|im_start|>user\nhi<|im_end|>"])
+def test_tokenize_detokenize_round_trip(model_dir, text):
+    ids = tokenize(model_dir, text)
+    assert ids and all(0 <= i < 151665 for i in ids)
+    printed = detokenize(model_dir, ids)
+    assert same_text(printed, text), f"{text!r} -> {ids} -> {printed!r}"
+
+
+def test_tokenize_stdin_and_known_ids(model_dir):
+    r = run([QWENC, model_dir, "--tokenize", "-"], input="Hello world".encode())
+    assert r.returncode == 0
+    assert [int(x) for x in r.stdout.split()] == tokenize(model_dir, "Hello world")
+    assert tokenize(model_dir, "<|im_start|>") == [151644]
+    assert tokenize(model_dir, "<|im_end|>") == [151645]
+
+
+def test_help_lists_every_option():
+    r = run([QWENC, "--help"])
+    assert r.returncode == 0
+    h = r.stdout.decode()
+    for opt in ["--tokens", "-n", "--logits-out", "--prompt", "--system", "--raw", "--tokenize",
+                "--detokenize", "--greedy", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                "--presence-penalty", "--frequency-penalty", "--seed", "--threads", "--ctx", "--http",
+                "--host", "--parallel", "--queue", "--api-key", "--cors", "--max-body", "--server"]:
+        assert re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", h), f"--help does not mention {opt}"
+
+
+def test_bad_model_path(tmp_path):
+    bad = str(tmp_path / "no-such-model-dir")
+    r = run([QWENC, bad, IDS, "3"])
+    assert r.returncode > 0
+    assert "no-such-model-dir" in r.stderr.decode(errors="replace"), r.stderr[-500:]
+    r = run([QWENC, bad, "--http", "0"], timeout=30)
+    assert r.returncode > 0 and "no-such-model-dir" in r.stderr.decode(errors="replace")
+
+
+def test_model_dir_without_weights(tmp_path, model_dir):
+    d = tmp_path / "broken"
+    d.mkdir()
+    shutil.copy(os.path.join(model_dir, "config.json"), d / "config.json")
+    r = run([QWENC, str(d), IDS, "3"])
+    assert r.returncode > 0
+    assert "safetensors" in r.stderr.decode(errors="replace"), r.stderr[-500:]
+
+
+@pytest.mark.parametrize("ids", ["151644 abc 198", "12x", "-4 5", "1 2 3.5"])
+def test_bad_ids_exit_2(model_dir, ids):
+    r = run([QWENC, model_dir, ids, "3"])
+    assert r.returncode == 2, f"ids {ids!r}: exit {r.returncode}, stderr {r.stderr[-300:]!r}"
+    assert r.stderr.strip(), "no message"
+
+
+def test_out_of_range_ids_rejected(model_dir):
+    r = run([QWENC, model_dir, "151644 999999", "3"])
+    assert r.returncode > 0, f"exit {r.returncode}"
+    assert "999999" in r.stderr.decode(errors="replace"), r.stderr[-300:]
+
+
+def test_bad_usage_exit_2(model_dir):
+    for args in (["--no-such-option"], [IDS, "notanumber"], ["--tokens", IDS, "-n"], ["--http", "99999"]):
+        r = run([QWENC, model_dir, *args])
+        assert r.returncode == 2, f"{args}: exit {r.returncode}"

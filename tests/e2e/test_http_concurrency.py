@@ -1,0 +1,293 @@
+"""HTTP server under load: 8 simultaneous streams give what each gives
+alone, multi-byte text streams intact, a client that disconnects frees its
+slot, a full queue answers 503 with Retry-After, and SIGTERM/SIGINT exit 0
+quickly even with a stream running."""
+
+import json
+import signal
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import start_http, stop_checked
+from helpers import (SSE, active_slots_metric, api_error, chat, chat_stream_text, chat_text,
+                     find_metric, metrics, ok_json, stream_chat)
+
+PROMPTS = [
+    "Write a haiku about autumn.",
+    "What is the capital of Peru?",
+    "List five prime numbers.",
+    "请用中文介绍一下长城。",
+    "Explain recursion to a child 🧒🏽.",
+    "日本の首都はどこですか？",
+    "def fibonacci(n):",
+    "Translate 'good morning' into French, German and Spanish.",
+]
+MAX_TOKENS = [24, 40, 16, 48, 32, 20, 44, 28]
+
+
+@pytest.fixture(scope="module")
+def server8(model_dir):
+    s = start_http(model_dir, "--parallel", "8")
+    yield s
+    stop_checked(s)
+
+
+def _run_threads(fns, timeout=150):
+    results = [None] * len(fns)
+
+    def wrap(i):
+        try:
+            results[i] = ("ok", fns[i]())
+        except BaseException as e:  # noqa: BLE001 - reported below
+            results[i] = ("exc", e)
+
+    ts = [threading.Thread(target=wrap, args=(i,), daemon=True) for i in range(len(fns))]
+    for t in ts:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in ts:
+        t.join(max(0.1, deadline - time.monotonic()))
+    hung = [i for i, t in enumerate(ts) if t.is_alive()]
+    assert not hung, f"clients {hung} still running after {timeout} s"
+    for i, (kind, v) in enumerate(results):
+        if kind == "exc":
+            raise AssertionError(f"client {i} failed: {v!r}") from v
+    return [v for _, v in results]
+
+
+def test_8_simultaneous_streams_match_alone(server8):
+    alone = [stream_chat(server8, p, max_tokens=n, temperature=0)[:2] for p, n in zip(PROMPTS, MAX_TOKENS)]
+    assert len({a[0] for a in alone}) > 1, "every prompt gave the same text: the prompt is ignored?"
+
+    barrier = threading.Barrier(len(PROMPTS))
+
+    def client(i, delay):
+        def go():
+            barrier.wait(30)
+            time.sleep(delay)
+            return stream_chat(server8, PROMPTS[i], max_tokens=MAX_TOKENS[i], temperature=0)[:2]
+        return go
+
+    # all at once, then staggered so that prompts are prefilled while others decode
+    for delays in ([0.0] * 8, [0.03 * i for i in range(8)]):
+        got = _run_threads([client(i, d) for i, d in enumerate(delays)])
+        for i in range(len(PROMPTS)):
+            assert got[i] == alone[i], (f"client {i} ({PROMPTS[i]!r}, delays {delays[i]}): alone gave "
+                                        f"{alone[i]!r}, among 7 others got {got[i]!r}")
+    server8.check_alive()
+
+
+def test_8_simultaneous_nonstreaming_sampled_match_alone(server8):
+    """Seeded sampling too: a request's own sampler, whatever runs beside it."""
+    fields = dict(temperature=0.9, top_k=50, seed=99)
+    alone = [chat_text(server8, p, max_tokens=16, **fields)[0] for p in PROMPTS]
+    barrier = threading.Barrier(len(PROMPTS))
+
+    def client(i):
+        def go():
+            barrier.wait(30)
+            return chat_text(server8, PROMPTS[i], max_tokens=16, **fields)[0]
+        return go
+
+    got = _run_threads([client(i) for i in range(len(PROMPTS))])
+    assert got == alone
+
+
+MB_PROMPTS = [
+    "请用中文写一首关于大海的诗。",
+    "😀🎉👍🏽 Tell an emoji story 🚀🌍",
+    "日本語と한국어で答えてください。",
+    "Привет! Ελληνικά? العربية? हिन्दी? ไทย?",
+]
+
+
+def test_multibyte_streaming_intact(server8):
+    """The concatenated stream equals the non-streamed text, every chunk is
+    valid UTF-8 (no lone surrogates) and no U+FFFD appears that the whole
+    text does not have (a character split across tokens is held back, not
+    broken)."""
+    saw_multibyte = False
+    for p in MB_PROMPTS:
+        for fields in (dict(temperature=0), dict(temperature=1.0, seed=5), dict(temperature=1.2, seed=6)):
+            r = chat(server8, p, max_tokens=48, **fields)
+            assert r.status_code == 200, r.text[:300]
+            full = json.loads(r.content.decode("utf-8"))["choices"][0]["message"]["content"]
+            full.encode("utf-8")  # no lone surrogates
+            s = SSE(server8, "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": p}], "max_tokens": 48, "stream": True, **fields})
+            try:
+                chunks = s.read_all()
+            finally:
+                s.close()
+            text, _ = chat_stream_text(chunks)
+            for c in chunks:
+                for ch in c.get("choices", []):
+                    piece = ch.get("delta", {}).get("content") or ""
+                    try:
+                        piece.encode("utf-8")
+                    except UnicodeEncodeError:
+                        raise AssertionError(f"chunk with a lone surrogate: {piece!r}")
+                    if "\ufffd" not in full:
+                        assert "\ufffd" not in piece, f"{p!r} {fields}: U+FFFD in chunk {piece!r}, not in {full!r}"
+            assert text == full, f"{p!r} {fields}: stream {text!r} != non-stream {full!r}"
+            if any(ord(ch) >= 0x800 for ch in full):
+                saw_multibyte = True
+    assert saw_multibyte, "no output had a 3- or 4-byte character: the test did not exercise multi-byte text"
+
+
+# ---------------------------------------------------------------------------
+# One slot: disconnect and queue
+
+
+def _wait_metric(server, name, want, timeout):
+    deadline = time.monotonic() + timeout
+    v = None
+    while time.monotonic() < deadline:
+        v = metrics(server)[name]
+        if v == want:
+            return v
+        time.sleep(0.1)
+    return v
+
+
+def test_disconnect_mid_stream_frees_slot(model_dir):
+    s = start_http(model_dir, "--parallel", "1")
+    try:
+        ms = metrics(s)
+        slots = active_slots_metric(ms)
+        gen = find_metric(ms, ["gen", "completion", "predicted", "output"], ["token"],
+                          exclude=("per_second", "tps", "tok_s", "rate", "second"))
+        sse = SSE(s, "/v1/chat/completions",
+                  {"messages": [{"role": "user", "content": "Write a very long essay."}],
+                   "max_tokens": 3500, "temperature": 0, "stream": True})
+        n = 0
+        for _ in sse.events():
+            n += 1
+            if n >= 5:
+                break
+        assert metrics(s)[slots] == 1
+        sse.close()                                   # the client goes away mid-stream
+        t0 = time.monotonic()
+        v = _wait_metric(s, slots, 0, 3.0)
+        assert v == 0, f"{slots} still {v} 3 s after the client disconnected"
+        g1 = metrics(s)[gen]
+        time.sleep(0.5)
+        g2 = metrics(s)[gen]
+        assert g2 == g1, f"{gen} still growing after the disconnect ({g1} -> {g2}): the slot is still generating"
+        text, _, _ = chat_text(s, "hi", max_tokens=4, temperature=0)
+        dt = time.monotonic() - t0
+        assert dt < 6, f"a new request took {dt:.1f} s after the disconnect"
+    finally:
+        stop_checked(s)
+
+
+class _Streamer(threading.Thread):
+    """A long streaming request in a thread; .first is set at its first chunk."""
+
+    def __init__(self, server, prompt):
+        super().__init__(daemon=True)
+        self.server, self.prompt = server, prompt
+        self.first = threading.Event()
+        self.quit = threading.Event()
+        self.status = None
+        self.error = None
+
+    def run(self):
+        try:
+            self.sse = SSE(self.server, "/v1/chat/completions",
+                           {"messages": [{"role": "user", "content": self.prompt}], "max_tokens": 3000,
+                            "temperature": 0, "stream": True}, timeout=60)
+            self.status = self.sse.status
+            if self.status != 200:
+                return
+            for _ in self.sse.events():
+                self.first.set()
+                if self.quit.is_set():
+                    break
+            self.sse.close()
+        except BaseException as e:  # noqa: BLE001
+            self.error = e
+        finally:
+            self.first.set()
+
+
+def test_queue_full_503_with_retry_after(model_dir):
+    s = start_http(model_dir, "--parallel", "1", "--queue", "1")
+    a = b = None
+    try:
+        a = _Streamer(s, "Tell a long story.")
+        a.start()
+        assert a.first.wait(30) and a.status == 200, f"first stream: {a.status} {a.error!r}"
+        b = _Streamer(s, "Tell another long story.")
+        b.start()
+        qname = find_metric(metrics(s), ["queue", "deferred", "waiting"], exclude=("total",))
+        v = _wait_metric(s, qname, 1, 5.0)
+        assert v == 1, f"{qname} = {v}, expected 1 request waiting"
+
+        def req(i):
+            def go():
+                body = {"messages": [{"role": "user", "content": f"req {i}"}], "max_tokens": 4}
+                if i == 2:
+                    body["stream"] = True
+                return requests.post(s.url + "/v1/chat/completions", json=body, timeout=30)
+            return go
+
+        t0 = time.monotonic()
+        rs = _run_threads([req(i) for i in range(4)], timeout=60)
+        assert time.monotonic() - t0 < 10, "503s must come at once, not after waiting"
+        for r in rs:
+            api_error(r, 503)
+            ra = r.headers.get("Retry-After")
+            assert ra is not None and ra.strip().isdigit(), f"Retry-After {ra!r}"
+        a.quit.set()
+        b.quit.set()
+        a.join(30)
+        assert b.first.wait(30), "the queued stream never started after the first one ended"
+        b.join(30)
+        assert b.status == 200 and b.error is None, f"queued stream: {b.status} {b.error!r}"
+        assert _wait_metric(s, qname, 0, 5.0) == 0
+        ok_json(chat(s, "after", max_tokens=2))
+        s.check_alive()
+    finally:
+        for t in (a, b):
+            if t:
+                t.quit.set()
+                if getattr(t, "sse", None):
+                    t.sse.close()
+        stop_checked(s)
+
+
+# ---------------------------------------------------------------------------
+# Shutdown
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_exits_0_with_stream_running(model_dir, sig):
+    s = start_http(model_dir, "--parallel", "2")
+    sse = SSE(s, "/v1/chat/completions",
+              {"messages": [{"role": "user", "content": "Go on forever."}], "max_tokens": 3500,
+               "temperature": 0, "stream": True}, timeout=20)
+    try:
+        it = sse.events()
+        next(it)
+        rc, dt = s.stop(sig, timeout=15)
+        assert rc == 0, f"exit status {rc} after {sig.name}; stderr:\n{s.log_tail()}"
+        assert dt < 6, f"{sig.name}: took {dt:.1f} s to exit"
+        # the stream ends (cleanly or not) instead of hanging
+        try:
+            for _ in it:
+                pass
+        except Exception:  # noqa: BLE001 - a cut stream is fine here
+            pass
+    finally:
+        sse.close()
+        s.kill()
+
+
+def test_sigterm_idle_exits_0(model_dir):
+    s = start_http(model_dir)
+    rc, dt = s.stop(signal.SIGTERM, timeout=15)
+    assert rc == 0 and dt < 5, f"idle SIGTERM: exit {rc} after {dt:.1f} s"
