@@ -208,9 +208,12 @@ def metrics(server):
 def find_metric(ms, *groups, exclude=()):
     """The one metric whose name contains, for each group, one of its words
     (e.g. find_metric(ms, ["request"], ["total"])). Fails listing the names."""
-    cands = [n for n in ms
-             if all(any(w in n for w in g) for g in groups) and not any(x in n for x in exclude)
-             and not n.endswith(("_bucket", "_sum", "_count", "_created"))]
+    names = set()
+    for n in ms:  # a histogram or summary is known by its base name
+        m = re.match(r"^(.*)_(bucket|sum|count|created)$", n)
+        names.add(m.group(1) if m else n)
+    cands = [n for n in names
+             if all(any(w in n for w in g) for g in groups) and not any(x in n for x in exclude)]
     assert cands, f"no metric matching {groups} among {sorted(ms)}"
     cands.sort(key=len)
     return cands[0]
