@@ -1,10 +1,84 @@
-/* mode_http.c - placeholder until this mode lands: says so and exits 1. */
+/* mode_http.c - `qwenc MODEL --http PORT`: the HTTP server (src/server/http.h).
+ *
+ * Starts listening first (so /health answers 503 while the model loads),
+ * loads the engine, prints "qwenc: listening on http://HOST:PORT" on stderr
+ * (--http 0 picks a free port; scripts read the port from this line), then
+ * waits for SIGINT or SIGTERM. Shutdown: stop accepting, give running
+ * requests up to 5 s to finish, cancel the rest, exit 0.
+ */
+#include <signal.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "base/log.h"
 #include "cli/cli.h"
+#include "server/engine.h"
+#include "server/http.h"
+
+#define GRACE_S 5.0
 
 int mode_http(const qw_opts *o) {
-    (void)o;
-    fprintf(stderr, "qwenc: this mode is not built yet\n");
-    return 1;
+    /* Signals are taken by sigwait() below; block them before any thread
+     * starts so that every thread inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char errbuf[1024];
+    char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);
+    if (!dir) {
+        fprintf(stderr, "qwenc: %s\n", errbuf);
+        return 1;
+    }
+    qw_err err;
+    qw_http_cfg hc = {
+        .host = o->host,
+        .port = o->http_port < 0 ? 0 : o->http_port,
+        .api_key = o->api_key,
+        .cors = o->cors,
+        .max_body = o->max_body,
+    };
+    qw_http *h = http_start(&hc, &err);
+    if (!h) {
+        fprintf(stderr, "qwenc: %s\n", err.msg);
+        free(dir);
+        return 1;
+    }
+    qw_engine e;
+    qw_engine_opts eo = {
+        .model_dir = dir,
+        .threads = o->threads,
+        .n_ctx = o->n_ctx,
+        .parallel = o->parallel,
+        .queue = o->queue,
+        .need_tokenizer = 1,
+        .sampling = o->sampling_set ? &o->sampling : NULL,
+    };
+    if (engine_open(&e, &eo, &err) != 0) {
+        fprintf(stderr, "qwenc: %s\n", err.msg);
+        http_stop(h);
+        free(dir);
+        return 1;
+    }
+    http_set_engine(h, &e);
+    if (e.model->cfg.random_weights)
+        fprintf(stderr, "qwenc: WARNING: %s has RANDOM WEIGHTS (qwenc synth): its output is noise\n", dir);
+    fprintf(stderr, "qwenc: listening on %s\n", http_url(h));
+    fflush(stderr);
+
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    fprintf(stderr, "qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    http_quiesce(h);
+    sched_stop(e.sched, GRACE_S);
+    http_stop(h);
+    engine_close(&e, 0);
+    free(dir);
+    return 0;
 }

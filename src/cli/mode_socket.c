@@ -1,10 +1,65 @@
-/* mode_socket.c - placeholder until this mode lands: says so and exits 1. */
+/* mode_socket.c - `qwenc MODEL --server PATH`: the Unix socket server
+ * (protocol in src/server/sockserv.h). Runs until SIGINT or SIGTERM, then
+ * stops accepting, gives running requests up to 5 s, removes the socket
+ * file and exits 0. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli/cli.h"
+#include "server/engine.h"
+#include "server/sockserv.h"
+
+#define GRACE_S 5.0
 
 int mode_socket(const qw_opts *o) {
-    (void)o;
-    fprintf(stderr, "qwenc: this mode is not built yet\n");
-    return 1;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char errbuf[1024];
+    char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);
+    if (!dir) {
+        fprintf(stderr, "qwenc: %s\n", errbuf);
+        return 1;
+    }
+    qw_err err;
+    qw_engine e;
+    qw_sampling greedy = sampling_default();
+    qw_engine_opts eo = {
+        .model_dir = dir,
+        .threads = o->threads,
+        .n_ctx = o->n_ctx,
+        .parallel = o->parallel,
+        .queue = o->queue,
+        .sampling = o->sampling_set ? &o->sampling : &greedy,
+    };
+    if (engine_open(&e, &eo, &err) != 0) {
+        fprintf(stderr, "qwenc: %s\n", err.msg);
+        free(dir);
+        return 1;
+    }
+    qw_sockserv *s = sockserv_start(o->socket_path, &e, &err);
+    if (!s) {
+        fprintf(stderr, "qwenc: %s\n", err.msg);
+        engine_close(&e, 0);
+        free(dir);
+        return 1;
+    }
+    fprintf(stderr, "qwenc: listening on unix:%s\n", o->socket_path);
+    fflush(stderr);
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    fprintf(stderr, "qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    sockserv_quiesce(s);
+    sched_stop(e.sched, GRACE_S);
+    sockserv_stop(s);
+    engine_close(&e, 0);
+    free(dir);
+    return 0;
 }

@@ -1,10 +1,74 @@
-/* mode_stdin.c - placeholder until this mode lands: says so and exits 1. */
+/* mode_stdin.c - `qwenc MODEL --server`: the stdin server (protocol in
+ * src/server/stdinserv.h). Exits 0 at end of input, or on SIGINT/SIGTERM
+ * (the request in hand is cancelled). */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "server/engine.h"
+#include "server/stdinserv.h"
+
+static sigset_t g_set;
+static int g_stop_pipe[2] = {-1, -1};
+
+/* Turns SIGINT/SIGTERM into a readable byte on the stop pipe. */
+static void *signal_main(void *arg) {
+    (void)arg;
+    int sig;
+    if (sigwait(&g_set, &sig) == 0) {
+        ssize_t w = write(g_stop_pipe[1], "x", 1);
+        (void)w;
+    }
+    return NULL;
+}
 
 int mode_stdin(const qw_opts *o) {
-    (void)o;
-    fprintf(stderr, "qwenc: this mode is not built yet\n");
-    return 1;
+    sigemptyset(&g_set);
+    sigaddset(&g_set, SIGINT);
+    sigaddset(&g_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &g_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char errbuf[1024];
+    char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);
+    if (!dir) {
+        fprintf(stderr, "qwenc: %s\n", errbuf);
+        return 1;
+    }
+    if (pipe(g_stop_pipe) != 0) {
+        perror("qwenc: pipe");
+        free(dir);
+        return 1;
+    }
+    pthread_t th;
+    if (pthread_create(&th, NULL, signal_main, NULL) != 0) {
+        fprintf(stderr, "qwenc: cannot start the signal thread\n");
+        free(dir);
+        return 1;
+    }
+    pthread_detach(th);
+    qw_err err;
+    qw_engine e;
+    qw_sampling greedy = sampling_default();
+    qw_engine_opts eo = {
+        .model_dir = dir,
+        .threads = o->threads,
+        .n_ctx = o->n_ctx,
+        .parallel = 1,
+        .queue = 1,
+        .sampling = o->sampling_set ? &o->sampling : &greedy,
+    };
+    if (engine_open(&e, &eo, &err) != 0) {
+        fprintf(stderr, "qwenc: %s\n", err.msg);
+        free(dir);
+        return 1;
+    }
+    fprintf(stderr, "qwenc: ready: one request per line, 'IDS|MAX_TOKENS'\n");
+    int rc = stdinserv_run(&e, 0, stdout, g_stop_pipe[0]);
+    engine_close(&e, 0);
+    free(dir);
+    return rc;
 }

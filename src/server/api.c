@@ -1,0 +1,699 @@
+/* api.c - request parsing and response documents for the HTTP APIs (api.h). */
+#include "server/api.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------ */
+
+static const char *type_for(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "invalid_request_error";
+    case 429: return "rate_limit_error";
+    case 500: return "server_error";
+    case 503: return "server_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->type = type_for(status);
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *api_error_json(const api_error *e) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(err, "message", e->message);
+    cJSON_AddStringToObject(err, "type", e->type ? e->type : type_for(e->status));
+    if (e->param[0]) cJSON_AddStringToObject(err, "param", e->param);
+    else cJSON_AddNullToObject(err, "param");
+    if (e->code) cJSON_AddStringToObject(err, "code", e->code);
+    else cJSON_AddNullToObject(err, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+int api_utf8_valid(const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i];
+        if (c < 0x80) { i++; continue; }
+        int n;
+        unsigned cp, min;
+        if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; min = 0x80; }
+        else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; min = 0x800; }
+        else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; min = 0x10000; }
+        else return 0;
+        if (len - i <= (size_t)n) return 0;
+        for (int k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        i += (size_t)n + 1;
+    }
+    return 1;
+}
+
+/* ---- field helpers ----------------------------------------------------- */
+
+static int is_present(const cJSON *j) { return j && !cJSON_IsNull(j); }
+
+/* Integer field in [lo, hi]; absent or null leaves *out. */
+static int get_int(const cJSON *o, const char *name, long long lo, long long hi, long long *out,
+                   api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!is_present(j)) return 0;
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) || j->valuedouble != floor(j->valuedouble))
+        return api_fail(e, 400, "invalid_type", name, "'%s' must be an integer", name);
+    double v = j->valuedouble;
+    if (v < (double)lo || v > (double)hi)
+        return api_fail(e, 400, "invalid_value", name, "'%s' is %.0f; it must be in [%lld, %lld]", name, v,
+                        lo, hi);
+    *out = (long long)v;
+    return 1;
+}
+
+static int get_num(const cJSON *o, const char *name, double lo, double hi, float *out, api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!is_present(j)) return 0;
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+        return api_fail(e, 400, "invalid_type", name, "'%s' must be a number", name);
+    double v = j->valuedouble;
+    if (v < lo || v > hi)
+        return api_fail(e, 400, "invalid_value", name, "'%s' is %g; it must be in [%g, %g]", name, v, lo, hi);
+    *out = (float)v;
+    return 1;
+}
+
+static int get_bool(const cJSON *o, const char *name, int *out, api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!is_present(j)) return 0;
+    if (!cJSON_IsBool(j)) return api_fail(e, 400, "invalid_type", name, "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(j) ? 1 : 0;
+    return 1;
+}
+
+/* String field; absent/null -> *out NULL. */
+static int get_str(const cJSON *o, const char *name, const char **out, api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, name);
+    *out = NULL;
+    if (!is_present(j)) return 0;
+    if (!cJSON_IsString(j)) return api_fail(e, 400, "invalid_type", name, "'%s' must be a string", name);
+    *out = j->valuestring;
+    return 1;
+}
+
+int api_parse_sampling(const void *json, qw_sampling *s, api_error *e) {
+    const cJSON *o = json;
+    long long ll;
+    int rc;
+    if (get_num(o, "temperature", 0, 2, &s->temperature, e) < 0) return -1;
+    if (get_num(o, "top_p", 0, 1, &s->top_p, e) < 0) return -1;
+    if ((rc = get_int(o, "top_k", 0, 1 << 30, &ll, e)) < 0) return -1;
+    if (rc) s->top_k = (int)ll;
+    if (get_num(o, "min_p", 0, 1, &s->min_p, e) < 0) return -1;
+    if (get_num(o, "presence_penalty", -2, 2, &s->presence_penalty, e) < 0) return -1;
+    if (get_num(o, "frequency_penalty", -2, 2, &s->frequency_penalty, e) < 0) return -1;
+    if (get_num(o, "repetition_penalty", 0.01, 100, &s->repeat_penalty, e) < 0) return -1;
+    if (get_num(o, "repeat_penalty", 0.01, 100, &s->repeat_penalty, e) < 0) return -1;
+    if ((rc = get_int(o, "repeat_last_n", 0, 1 << 30, &ll, e)) < 0) return -1;
+    if (rc) s->repeat_last_n = (int)ll;
+    /* OpenAI's seed is an int64; any integer is taken modulo 2^64. */
+    if ((rc = get_int(o, "seed", -9007199254740991LL, 9007199254740991LL, &ll, e)) < 0) return -1;
+    if (rc) s->seed = (uint64_t)ll;
+    return 0;
+}
+
+/* ---- unsupported fields ------------------------------------------------- */
+
+static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
+    const cJSON *j;
+    long long n = 1;
+    if (get_int(o, "n", -1000000, 1000000, &n, e) < 0) return -1;
+    if (n != 1)
+        return api_fail(e, 400, "unsupported_value", "n", "'n' must be 1 (one choice per request); got %lld", n);
+    j = cJSON_GetObjectItemCaseSensitive(o, "best_of");
+    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 1))
+        return api_fail(e, 400, "unsupported_value", "best_of", "'best_of' other than 1 is not supported");
+    j = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+    if (is_present(j) && !cJSON_IsFalse(j))
+        return api_fail(e, 400, "unsupported_field", "logprobs", "'logprobs' is not supported");
+    j = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs");
+    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 0))
+        return api_fail(e, 400, "unsupported_field", "top_logprobs", "'top_logprobs' is not supported");
+    static const char *const lists[] = {"tools", "functions"};
+    for (int i = 0; i < 2; i++) {
+        j = cJSON_GetObjectItemCaseSensitive(o, lists[i]);
+        if (is_present(j) && !(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0))
+            return api_fail(e, 400, "unsupported_field", lists[i], "'%s' (function calling) is not supported",
+                            lists[i]);
+    }
+    static const char *const choices[] = {"tool_choice", "function_call"};
+    for (int i = 0; i < 2; i++) {
+        j = cJSON_GetObjectItemCaseSensitive(o, choices[i]);
+        if (is_present(j) && !(cJSON_IsString(j) && (!strcmp(j->valuestring, "none") || !strcmp(j->valuestring, "auto"))))
+            return api_fail(e, 400, "unsupported_field", choices[i], "'%s' (function calling) is not supported",
+                            choices[i]);
+    }
+    j = cJSON_GetObjectItemCaseSensitive(o, "response_format");
+    if (is_present(j)) {
+        const cJSON *t = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "type") : NULL;
+        if (!(cJSON_IsString(t) && !strcmp(t->valuestring, "text")))
+            return api_fail(e, 400, "unsupported_field", "response_format",
+                            "'response_format' other than {\"type\": \"text\"} is not supported");
+    }
+    j = cJSON_GetObjectItemCaseSensitive(o, "logit_bias");
+    if (is_present(j) && !(cJSON_IsObject(j) && !j->child))
+        return api_fail(e, 400, "unsupported_field", "logit_bias", "'logit_bias' is not supported");
+    static const char *const never[] = {"audio", "prediction", "web_search_options"};
+    for (int i = 0; i < 3; i++) {
+        j = cJSON_GetObjectItemCaseSensitive(o, never[i]);
+        if (is_present(j))
+            return api_fail(e, 400, "unsupported_field", never[i], "'%s' is not supported", never[i]);
+    }
+    j = cJSON_GetObjectItemCaseSensitive(o, "modalities");
+    if (is_present(j)) {
+        int ok = cJSON_IsArray(j);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, j) if (!cJSON_IsString(it) || strcmp(it->valuestring, "text")) ok = 0;
+        if (!ok)
+            return api_fail(e, 400, "unsupported_field", "modalities", "only the \"text\" modality is supported");
+    }
+    if (kind == API_COMPLETION) {
+        j = cJSON_GetObjectItemCaseSensitive(o, "echo");
+        if (is_present(j) && !cJSON_IsFalse(j))
+            return api_fail(e, 400, "unsupported_field", "echo", "'echo' is not supported");
+        j = cJSON_GetObjectItemCaseSensitive(o, "suffix");
+        if (is_present(j) && !(cJSON_IsString(j) && j->valuestring[0] == '\0'))
+            return api_fail(e, 400, "unsupported_field", "suffix", "'suffix' is not supported");
+    }
+    return 0;
+}
+
+/* ---- stop -------------------------------------------------------------- */
+
+#define API_MAX_STOP 16
+#define API_MAX_STOP_LEN 256
+
+static int add_stop(api_req *r, const char *s, api_error *e) {
+    if (!s[0]) return 0; /* an empty stop string never matches */
+    if (strlen(s) > API_MAX_STOP_LEN)
+        return api_fail(e, 400, "invalid_value", "stop", "a stop string is longer than %d bytes", API_MAX_STOP_LEN);
+    char *c = strdup(s);
+    if (!c) return api_fail(e, 500, "out_of_memory", "stop", "out of memory");
+    r->stop[r->n_stop++] = c;
+    return 0;
+}
+
+static int parse_stop(const cJSON *o, api_req *r, api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "stop");
+    if (!is_present(j)) return 0;
+    if (cJSON_IsString(j)) {
+        r->stop = calloc(1, sizeof *r->stop);
+        if (!r->stop) return api_fail(e, 500, "out_of_memory", "stop", "out of memory");
+        return add_stop(r, j->valuestring, e);
+    }
+    if (!cJSON_IsArray(j))
+        return api_fail(e, 400, "invalid_type", "stop", "'stop' must be a string or a list of strings");
+    int n = cJSON_GetArraySize(j);
+    if (n > API_MAX_STOP)
+        return api_fail(e, 400, "invalid_value", "stop", "'stop' has %d strings; at most %d", n, API_MAX_STOP);
+    r->stop = calloc((size_t)(n ? n : 1), sizeof *r->stop);
+    if (!r->stop) return api_fail(e, 500, "out_of_memory", "stop", "out of memory");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j) {
+        if (!cJSON_IsString(it))
+            return api_fail(e, 400, "invalid_type", "stop", "'stop' must be a string or a list of strings");
+        if (add_stop(r, it->valuestring, e) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ---- prompts ----------------------------------------------------------- */
+
+static int set_prompt(api_req *r, int32_t *ids, size_t n, const api_limits *lim, const char *param,
+                      api_error *e) {
+    r->prompt = ids;
+    if (n == 0)
+        return api_fail(e, 400, "invalid_value", param, "the prompt is empty (no tokens)");
+    if (n >= (size_t)lim->n_ctx)
+        return api_fail(e, 400, "context_length_exceeded", param,
+                        "the prompt is %zu tokens; this server's context is %d tokens (prompt plus output)", n,
+                        lim->n_ctx);
+    r->n_prompt = (int)n;
+    return 0;
+}
+
+/* Content of a message: a string, null, or a list of {"type":"text"} parts
+ * (joined). Returns a malloc'd string. */
+static int message_content(const cJSON *c, int idx, char **out, api_error *e) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d].content", idx);
+    *out = NULL;
+    if (!is_present(c)) {
+        *out = strdup("");
+    } else if (cJSON_IsString(c)) {
+        *out = strdup(c->valuestring);
+    } else if (cJSON_IsArray(c)) {
+        size_t total = 1;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, c) {
+            const cJSON *t = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "type") : NULL;
+            const cJSON *tx = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "text") : NULL;
+            if (!cJSON_IsString(t))
+                return api_fail(e, 400, "invalid_type", param, "each part of '%s' must be an object with a \"type\"",
+                                param);
+            if (strcmp(t->valuestring, "text") != 0)
+                return api_fail(e, 400, "unsupported_field", param,
+                                "content parts of type \"%.40s\" are not supported (text only)", t->valuestring);
+            if (!cJSON_IsString(tx))
+                return api_fail(e, 400, "invalid_type", param, "a text part of '%s' needs a string \"text\"", param);
+            total += strlen(tx->valuestring);
+        }
+        char *s = malloc(total);
+        if (!s) return api_fail(e, 500, "out_of_memory", param, "out of memory");
+        size_t at = 0;
+        cJSON_ArrayForEach(p, c) {
+            const char *tx = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+            size_t l = strlen(tx);
+            memcpy(s + at, tx, l);
+            at += l;
+        }
+        s[at] = '\0';
+        *out = s;
+        return 0;
+    } else {
+        return api_fail(e, 400, "invalid_type", param, "'%s' must be a string, null or a list of text parts", param);
+    }
+    if (!*out) return api_fail(e, 500, "out_of_memory", param, "out of memory");
+    return 0;
+}
+
+static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    if (!is_present(msgs)) return api_fail(e, 400, "missing_field", "messages", "'messages' is required");
+    if (!cJSON_IsArray(msgs)) return api_fail(e, 400, "invalid_type", "messages", "'messages' must be a list");
+    int n = cJSON_GetArraySize(msgs);
+    if (n == 0) return api_fail(e, 400, "invalid_value", "messages", "'messages' is empty");
+    qw_chat_msg *cm = calloc((size_t)n, sizeof *cm);
+    char **contents = calloc((size_t)n, sizeof *contents);
+    int rc = -1, i = 0;
+    if (!cm || !contents) {
+        api_fail(e, 500, "out_of_memory", "messages", "out of memory");
+        goto out;
+    }
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        char param[64];
+        snprintf(param, sizeof param, "messages[%d]", i);
+        if (!cJSON_IsObject(m)) {
+            api_fail(e, 400, "invalid_type", param, "'%s' must be an object", param);
+            goto out;
+        }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        snprintf(param, sizeof param, "messages[%d].role", i);
+        if (!is_present(role)) {
+            api_fail(e, 400, "missing_field", param, "'%s' is required", param);
+            goto out;
+        }
+        if (!cJSON_IsString(role)) {
+            api_fail(e, 400, "invalid_type", param, "'%s' must be a string", param);
+            goto out;
+        }
+        const char *rs = role->valuestring;
+        if (!strcmp(rs, "developer")) rs = "system";
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
+            api_fail(e, 400, "invalid_value", param,
+                     "'%s' is \"%.40s\"; expected system, developer, user, assistant or tool", param, rs);
+            goto out;
+        }
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (is_present(tc) && !(cJSON_IsArray(tc) && cJSON_GetArraySize(tc) == 0)) {
+            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+            api_fail(e, 400, "unsupported_field", param, "'%s' (function calling) is not supported", param);
+            goto out;
+        }
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (!content && strcmp(rs, "assistant") != 0) {
+            snprintf(param, sizeof param, "messages[%d].content", i);
+            api_fail(e, 400, "missing_field", param, "'%s' is required", param);
+            goto out;
+        }
+        if (message_content(content, i, &contents[i], e) < 0) goto out;
+        cm[i].role = rs;
+        cm[i].content = contents[i];
+        i++;
+    }
+    {
+        int32_t *ids = NULL;
+        size_t nids = 0;
+        qw_err err;
+        if (chat_encode(lim->tok, cm, (size_t)n, 1, &ids, &nids, &err) != 0) {
+            api_fail(e, 500, "tokenizer_error", "messages", "cannot encode the messages: %s", err.msg);
+            goto out;
+        }
+        rc = set_prompt(r, ids, nids, lim, "messages", e);
+    }
+out:
+    if (contents)
+        for (int k = 0; k < n; k++) free(contents[k]);
+    free(contents);
+    free(cm);
+    return rc;
+}
+
+/* /v1/completions prompt: a string (through the chat template unless raw),
+ * a list of token ids, or a list of one string. */
+static int parse_completion_prompt(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    int raw = 0;
+    if (get_bool(o, "raw", &raw, e) < 0) return -1;
+    const char *system = NULL;
+    if (get_str(o, "system", &system, e) < 0) return -1;
+    if (!is_present(p)) return api_fail(e, 400, "missing_field", "prompt", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
+    if (cJSON_IsArray(p)) {
+        int n = cJSON_GetArraySize(p);
+        int32_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+        if (!ids) return api_fail(e, 500, "out_of_memory", "prompt", "out of memory");
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, p) {
+            if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble)) {
+                free(ids);
+                return api_fail(e, 400, "invalid_type", "prompt",
+                                "'prompt' must be a string or a list of token ids (one prompt per request)");
+            }
+            if (it->valuedouble < 0 || it->valuedouble >= lim->vocab) {
+                free(ids);
+                return api_fail(e, 400, "invalid_value", "prompt", "token id %.0f at index %d is out of range [0, %d)",
+                                it->valuedouble, i, lim->vocab);
+            }
+            ids[i++] = (int32_t)it->valuedouble;
+        }
+        return set_prompt(r, ids, (size_t)n, lim, "prompt", e);
+    }
+    if (!cJSON_IsString(p))
+        return api_fail(e, 400, "invalid_type", "prompt", "'prompt' must be a string");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    qw_err err;
+    int rc;
+    if (raw) {
+        rc = tok_encode(lim->tok, p->valuestring, strlen(p->valuestring), &ids, &n, &err);
+    } else {
+        qw_chat_msg m[2];
+        size_t nm = 0;
+        if (system) m[nm++] = (qw_chat_msg){"system", system};
+        m[nm++] = (qw_chat_msg){"user", p->valuestring};
+        rc = chat_encode(lim->tok, m, nm, 1, &ids, &n, &err);
+    }
+    if (rc != 0) return api_fail(e, 500, "tokenizer_error", "prompt", "cannot encode the prompt: %s", err.msg);
+    return set_prompt(r, ids, n, lim, "prompt", e);
+}
+
+int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim, api_req *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->sampling = lim->sampling;
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
+    int rc = -1;
+    if (!cJSON_IsObject(o)) {
+        api_fail(e, 400, "invalid_json", NULL, "the body must be a JSON object");
+        goto out;
+    }
+    if (unsupported(o, kind, e) < 0) goto out;
+    if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
+    if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
+    if (get_bool(o, "stream", &r->stream, e) < 0) goto out;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
+    if (is_present(so)) {
+        if (!cJSON_IsObject(so)) {
+            api_fail(e, 400, "invalid_type", "stream_options", "'stream_options' must be an object");
+            goto out;
+        }
+        if (get_bool(so, "include_usage", &r->include_usage, e) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+            goto out;
+        }
+    }
+    const char *model = NULL;
+    if (get_str(o, "model", &model, e) < 0) goto out; /* any name is accepted */
+    if (parse_stop(o, r, e) < 0) goto out;
+
+    long long mt;
+    int got;
+    if (kind == API_COMPLETION) {
+        mt = lim->completion_default;
+        if ((got = get_int(o, "max_tokens", 0, lim->completion_max_tokens, &mt, e)) < 0) goto out;
+        if (parse_completion_prompt(o, lim, r, e) < 0) goto out;
+    } else {
+        mt = -1;
+        if ((got = get_int(o, "max_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
+        if ((got = get_int(o, "max_completion_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
+        if (parse_messages(o, lim, r, e) < 0) goto out;
+        if (mt < 0) mt = lim->n_ctx - r->n_prompt; /* until the context is full */
+    }
+    r->max_tokens = (int)mt;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    if (rc != 0) api_req_free(r);
+    return rc;
+}
+
+void api_req_free(api_req *r) {
+    free(r->prompt);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    r->prompt = NULL;
+    r->stop = NULL;
+    r->n_prompt = r->n_stop = 0;
+}
+
+/* ---- tokenize / detokenize --------------------------------------------- */
+
+int api_parse_tokenize(const char *body, size_t len, char **text, size_t *text_len, api_error *e) {
+    *text = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
+    if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
+    int rc = -1;
+    const char *s = NULL;
+    const char *field = "content";
+    int wp = 0;
+    if (!cJSON_IsObject(o)) {
+        api_fail(e, 400, "invalid_json", NULL, "the body must be a JSON object");
+        goto out;
+    }
+    if (get_bool(o, "with_pieces", &wp, e) < 0) goto out;
+    if (wp) {
+        api_fail(e, 400, "unsupported_field", "with_pieces", "'with_pieces' is not supported");
+        goto out;
+    }
+    if (get_str(o, "content", &s, e) < 0) goto out;
+    if (!s) {
+        field = "prompt";
+        if (get_str(o, "prompt", &s, e) < 0) goto out;
+    }
+    if (!s) {
+        api_fail(e, 400, "missing_field", "content", "'content' (or 'prompt') is required");
+        goto out;
+    }
+    (void)field;
+    *text_len = strlen(s);
+    *text = strdup(s);
+    if (!*text) {
+        api_fail(e, 500, "out_of_memory", NULL, "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int api_parse_detokenize(const char *body, size_t len, int vocab, int32_t **ids, int *n, api_error *e) {
+    *ids = NULL;
+    *n = 0;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
+    if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
+    int rc = -1;
+    const cJSON *t = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "tokens") : NULL;
+    if (!cJSON_IsObject(o)) {
+        api_fail(e, 400, "invalid_json", NULL, "the body must be a JSON object");
+        goto out;
+    }
+    if (!is_present(t)) {
+        api_fail(e, 400, "missing_field", "tokens", "'tokens' is required");
+        goto out;
+    }
+    if (!cJSON_IsArray(t)) {
+        api_fail(e, 400, "invalid_type", "tokens", "'tokens' must be a list of token ids");
+        goto out;
+    }
+    int cnt = cJSON_GetArraySize(t);
+    *ids = malloc((size_t)(cnt ? cnt : 1) * sizeof **ids);
+    if (!*ids) {
+        api_fail(e, 500, "out_of_memory", NULL, "out of memory");
+        goto out;
+    }
+    const cJSON *it;
+    int i = 0;
+    cJSON_ArrayForEach(it, t) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble)) {
+            api_fail(e, 400, "invalid_type", "tokens", "'tokens' must be a list of integers");
+            goto out;
+        }
+        if (it->valuedouble < 0 || it->valuedouble >= vocab) {
+            api_fail(e, 400, "invalid_value", "tokens", "token id %.0f at index %d is out of range [0, %d)",
+                     it->valuedouble, i, vocab);
+            goto out;
+        }
+        (*ids)[i++] = (int32_t)it->valuedouble;
+    }
+    *n = i;
+    rc = 0;
+out:
+    if (rc != 0) {
+        free(*ids);
+        *ids = NULL;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* ---- responses --------------------------------------------------------- */
+
+/* cJSON strings are NUL-terminated; our text never holds NUL bytes from the
+ * tokenizer (U+0000 would be a byte-level token "\0"), but cut at one to be
+ * safe rather than read past. */
+static cJSON *str_n(const char *s, size_t n) {
+    char *tmp = malloc(n + 1);
+    if (!tmp) return cJSON_CreateString("");
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    cJSON *j = cJSON_CreateString(tmp);
+    free(tmp);
+    return j;
+}
+
+static double round3(double x) { return isfinite(x) ? floor(x * 1000.0 + 0.5) / 1000.0 : 0.0; }
+
+static void add_usage(cJSON *root, int prompt, int gen) {
+    cJSON *u = cJSON_AddObjectToObject(root, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", gen);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt + gen);
+}
+
+static cJSON *head(const api_meta *m, const char *object) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "id", m->id);
+    cJSON_AddStringToObject(root, "object", object);
+    cJSON_AddNumberToObject(root, "created", (double)m->created);
+    cJSON_AddStringToObject(root, "model", m->model);
+    return root;
+}
+
+static char *print_free(cJSON *root) {
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+char *api_completion_json(const api_meta *m, const api_result *r) {
+    cJSON *root = head(m, "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToObject(c, "text", str_n(r->text, r->text_len));
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", r->finish);
+    cJSON_AddItemToArray(choices, c);
+    add_usage(root, r->prompt_tokens, r->gen_tokens);
+    /* The seed's fields. */
+    cJSON_AddItemToObject(root, "text", str_n(r->text, r->text_len));
+    cJSON_AddNumberToObject(root, "prompt_tokens", r->prompt_tokens);
+    cJSON_AddNumberToObject(root, "gen_tokens", r->gen_tokens);
+    cJSON_AddNumberToObject(root, "prefill_tps", round3(r->prefill_tps));
+    cJSON_AddNumberToObject(root, "decode_tps", round3(r->decode_tps));
+    cJSON_AddNumberToObject(root, "elapsed_s", round3(r->elapsed_s));
+    return print_free(root);
+}
+
+char *api_chat_json(const api_meta *m, const api_result *r) {
+    cJSON *root = head(m, "chat.completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *msg = cJSON_AddObjectToObject(c, "message");
+    cJSON_AddStringToObject(msg, "role", "assistant");
+    cJSON_AddItemToObject(msg, "content", str_n(r->text, r->text_len));
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", r->finish);
+    cJSON_AddItemToArray(choices, c);
+    add_usage(root, r->prompt_tokens, r->gen_tokens);
+    cJSON *t = cJSON_AddObjectToObject(root, "timings");
+    cJSON_AddNumberToObject(t, "prefill_tps", round3(r->prefill_tps));
+    cJSON_AddNumberToObject(t, "decode_tps", round3(r->decode_tps));
+    cJSON_AddNumberToObject(t, "elapsed_s", round3(r->elapsed_s));
+    return print_free(root);
+}
+
+char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text, size_t text_len,
+                    const char *finish, const api_usage *usage) {
+    cJSON *root = head(m, kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+    if (usage) {
+        add_usage(root, usage->prompt_tokens, usage->completion_tokens);
+    } else {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", 0);
+        if (kind == API_CHAT) {
+            cJSON *d = cJSON_AddObjectToObject(c, "delta");
+            if (role) {
+                cJSON_AddStringToObject(d, "role", role);
+                cJSON_AddStringToObject(d, "content", "");
+            } else if (text) {
+                cJSON_AddItemToObject(d, "content", str_n(text, text_len));
+            }
+        } else {
+            cJSON_AddItemToObject(c, "text", text ? str_n(text, text_len) : cJSON_CreateString(""));
+        }
+        cJSON_AddNullToObject(c, "logprobs");
+        if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+        else cJSON_AddNullToObject(c, "finish_reason");
+        cJSON_AddItemToArray(choices, c);
+    }
+    char *json = print_free(root);
+    if (!json) return NULL;
+    size_t jl = strlen(json);
+    char *out = malloc(jl + 9);
+    if (out) {
+        memcpy(out, "data: ", 6);
+        memcpy(out + 6, json, jl);
+        memcpy(out + 6 + jl, "\n\n", 3);
+    }
+    free(json);
+    return out;
+}

@@ -1,0 +1,133 @@
+/* api.h - the HTTP APIs' requests and responses as JSON, apart from any
+ * socket: parsing and validation of request bodies, the response and SSE
+ * chunk documents, and the one table mapping errors to HTTP status and
+ * OpenAI-style error JSON. Pure functions (no server, no model), so the unit
+ * tests check them directly.
+ *
+ * API subset served (src/server/http.c routes to these):
+ *   POST /v1/completions       the seed's API ({"prompt", "max_tokens" <= 512,
+ *                              "system"}; prompt goes through the chat template
+ *                              unless "raw": true) plus OpenAI's completion
+ *                              fields and "stream"
+ *   POST /v1/chat/completions  OpenAI chat: messages (string content or text
+ *                              parts), max_tokens / max_completion_tokens,
+ *                              temperature, top_p, top_k, min_p, seed, stop,
+ *                              presence_penalty, frequency_penalty,
+ *                              repetition_penalty, ignore_eos, stream,
+ *                              stream_options.include_usage; n must be 1
+ *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
+ * Fields that would change the meaning of a request and are not supported
+ * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
+ * response_format other than text, logit_bias, echo, best_of > 1, suffix,
+ * audio, prediction, non-text modalities or message parts) are a 400 that
+ * names the field. Unknown fields are ignored (user, metadata, store, ...).
+ */
+#ifndef QW_API_H
+#define QW_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+/* An error on its way to the client. */
+typedef struct api_error {
+    int status;          /* HTTP status */
+    const char *type;    /* OpenAI error type, e.g. "invalid_request_error" */
+    const char *code;    /* short machine code, e.g. "invalid_type"; NULL -> null */
+    char param[96];      /* the field at fault, "" -> null */
+    char message[512];
+} api_error;
+
+/* Fill e and return -1. type is derived from status. */
+int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* {"error":{"message","type","param","code"}} (malloc'd, NUL-terminated). */
+char *api_error_json(const api_error *e);
+
+/* 1 if s[len] is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
+int api_utf8_valid(const char *s, size_t len);
+
+typedef enum { API_COMPLETION = 0, API_CHAT = 1 } api_kind;
+
+/* What the server knows when it parses a request. */
+typedef struct api_limits {
+    const qw_tok *tok;        /* for encoding prompts */
+    int vocab;                /* model vocab: token ids must be < vocab */
+    int n_ctx;                /* prompt must be < n_ctx tokens */
+    qw_sampling sampling;     /* defaults for fields not given */
+    int completion_max_tokens;/* seed API limit: 512 */
+    int completion_default;   /* seed API default: 50 */
+} api_limits;
+
+typedef struct api_req {
+    api_kind kind;
+    int32_t *prompt;          /* [n_prompt] malloc'd */
+    int n_prompt;
+    int max_tokens;
+    qw_sampling sampling;
+    int ignore_eos;
+    char **stop;              /* [n_stop] malloc'd strings (non-empty) */
+    int n_stop;
+    int stream;
+    int include_usage;
+} api_req;
+
+/* Parse a /v1/completions or /v1/chat/completions body (already checked to
+ * be valid UTF-8). Returns 0 and *r (free with api_req_free), or -1 and e. */
+int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim, api_req *r,
+              api_error *e);
+void api_req_free(api_req *r);
+
+/* Parse only the sampling fields of a JSON object (temperature, top_p, top_k,
+ * min_p, seed, presence_penalty, frequency_penalty, repetition_penalty /
+ * repeat_penalty) over *s. Shared with the Unix socket protocol. json is a
+ * cJSON object (void * to keep cJSON out of this header). */
+int api_parse_sampling(const void *json, qw_sampling *s, api_error *e);
+
+/* /tokenize body -> text to encode (malloc'd). */
+int api_parse_tokenize(const char *body, size_t len, char **text, size_t *text_len, api_error *e);
+/* /detokenize body -> ids (malloc'd), each in [0, vocab). */
+int api_parse_detokenize(const char *body, size_t len, int vocab, int32_t **ids, int *n,
+                         api_error *e);
+
+/* Everything a response or chunk carries besides the text. */
+typedef struct api_meta {
+    const char *id;       /* "chatcmpl-..." / "cmpl-..." */
+    long long created;    /* unix seconds */
+    const char *model;
+} api_meta;
+
+typedef struct api_result {
+    const char *text;
+    size_t text_len;
+    const char *finish;   /* "stop" / "length" */
+    int prompt_tokens, gen_tokens;
+    double prefill_tps, decode_tps, elapsed_s;
+} api_result;
+
+/* Non-streaming response documents (malloc'd JSON). */
+char *api_completion_json(const api_meta *m, const api_result *r);
+char *api_chat_json(const api_meta *m, const api_result *r);
+
+/* One SSE event "data: {json}\n\n" (malloc'd). For API_CHAT:
+ *   role != NULL  -> delta {"role": role, "content": ""} (the first chunk)
+ *   text != NULL  -> delta {"content": text}
+ *   finish != NULL-> delta {} and finish_reason
+ * For API_COMPLETION: choices[0].text = text (or ""), finish_reason.
+ * usage: if non-NULL, a usage-only chunk (choices []) with these counts. */
+typedef struct api_usage {
+    int prompt_tokens, completion_tokens;
+} api_usage;
+char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text,
+                    size_t text_len, const char *finish, const api_usage *usage);
+
+/* "data: [DONE]\n\n" */
+#define API_SSE_DONE "data: [DONE]\n\n"
+
+#endif

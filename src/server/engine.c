@@ -1,0 +1,65 @@
+/* engine.c - open and close the serving engine (see engine.h). */
+#include "server/engine.h"
+
+#include <string.h>
+
+#include "base/log.h"
+#include "kernels/kernels.h"
+
+qw_sampling engine_default_sampling(const qw_config *cfg, const qw_sampling *cli) {
+    if (cli) return *cli;
+    qw_sampling s = sampling_default();
+    if (cfg->gen_temperature > 0) {
+        s.temperature = cfg->gen_temperature;
+        if (cfg->gen_top_p > 0) s.top_p = cfg->gen_top_p;
+        if (cfg->gen_top_k > 0) s.top_k = cfg->gen_top_k;
+    }
+    if (cfg->gen_repeat_penalty > 0) s.repeat_penalty = cfg->gen_repeat_penalty;
+    return s;
+}
+
+int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
+    memset(e, 0, sizeof *e);
+    if (kernels_init(err) != 0) return -1;
+    if (model_load(&e->model, o->model_dir, err) != 0) goto fail;
+    const qw_config *cfg = &e->model->cfg;
+    if (cfg->random_weights)
+        LOG_WARN("RANDOM WEIGHTS: %s is a synthetic model with random weights; its output is noise",
+                 o->model_dir);
+    if (tok_load(&e->tok, o->model_dir, err) != 0) {
+        if (o->need_tokenizer) goto fail;
+        e->tok = NULL;
+    }
+    int n_ctx = o->n_ctx > 0 ? o->n_ctx : 4096;
+    if (cfg->max_pos > 0 && n_ctx > cfg->max_pos) n_ctx = cfg->max_pos;
+    e->n_ctx = n_ctx;
+    int threads = o->threads > 0 ? o->threads : pool_default_threads();
+    e->pool = pool_create(threads);
+    if (!e->pool) {
+        qw_errf(err, "cannot start %d threads", threads);
+        goto fail;
+    }
+    int max_batch = o->max_batch > 0 ? o->max_batch : 512;
+    e->ctx = ctx_create(e->model, o->parallel, n_ctx, max_batch, err);
+    if (!e->ctx) goto fail;
+    qw_sched_params sp = {.n_slots = o->parallel, .queue_cap = o->queue, .prefill_chunk = 0};
+    e->sched = sched_create(e->ctx, e->pool, &sp, err);
+    if (!e->sched) goto fail;
+    e->sampling = engine_default_sampling(cfg, o->sampling);
+    LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads", e->model->name ? e->model->name : "model",
+             o->parallel, n_ctx, max_batch, threads);
+    return 0;
+fail:
+    engine_close(e, 0);
+    return -1;
+}
+
+void engine_close(qw_engine *e, double grace_s) {
+    if (e->sched) sched_stop(e->sched, grace_s);
+    if (e->sched) sched_free(e->sched);
+    if (e->ctx) ctx_free(e->ctx);
+    if (e->pool) pool_free(e->pool);
+    if (e->tok) tok_free(e->tok);
+    if (e->model) model_free(e->model);
+    memset(e, 0, sizeof *e);
+}

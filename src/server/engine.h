@@ -1,0 +1,51 @@
+/* engine.h - everything a server needs, opened once: model, tokenizer,
+ * thread pool, KV context and the scheduler that owns them while it runs.
+ *
+ * Used by the HTTP, Unix socket and stdin servers (src/cli/mode_*.c). The
+ * scheduler's engine thread is the only user of model, pool and ctx after
+ * engine_open(); the tokenizer is read-only and shared by every thread.
+ */
+#ifndef QW_ENGINE_H
+#define QW_ENGINE_H
+
+#include "base/err.h"
+#include "engine/sched.h"
+#include "infer/forward.h"
+#include "model/model.h"
+#include "runtime/pool.h"
+#include "sample/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct qw_engine_opts {
+    const char *model_dir;
+    int threads;        /* 0 = physical cores */
+    int n_ctx;          /* 0 = 4096; capped at the model's max_position_embeddings */
+    int parallel;       /* slots */
+    int queue;          /* waiting requests */
+    int max_batch;      /* tokens per forward step; 0 = default (512) */
+    int need_tokenizer; /* 1: fail if the folder has no tokenizer */
+    const qw_sampling *sampling; /* CLI sampling, or NULL for the model's defaults */
+} qw_engine_opts;
+
+typedef struct qw_engine {
+    qw_model *model;
+    qw_tok *tok;        /* NULL if not needed and not present */
+    qw_pool *pool;
+    qw_ctx *ctx;
+    qw_sched *sched;
+    qw_sampling sampling; /* request defaults */
+    int n_ctx;
+} qw_engine;
+
+/* Open everything. Returns 0, or -1 with a message (and nothing left open). */
+int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err);
+
+/* Stop the scheduler (grace_s seconds for running requests, then cancel),
+ * then free everything. Safe on a zeroed or partly opened engine. */
+void engine_close(qw_engine *e, double grace_s);
+
+/* Request defaults when a request names no sampling field: the CLI's flags
+ * if given, else the model's generation_config.json, else greedy. */
+qw_sampling engine_default_sampling(const qw_config *cfg, const qw_sampling *cli);
+
+#endif

@@ -1,0 +1,803 @@
+/* http.c - the HTTP server on libmicrohttpd (see http.h for the endpoints).
+ *
+ * Each connection has its own thread (MHD_USE_THREAD_PER_CONNECTION), so a
+ * handler may block: the non-streaming generation handler waits for its
+ * request in the access callback, the streaming one in the content-reader
+ * callback. While waiting, both peek at the socket every 50 ms; a closed
+ * socket cancels the request so the engine frees the slot at its next step.
+ */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "server/api.h"
+#include "server/session.h"
+
+#define POLL_S 0.05
+
+struct qw_http {
+    qw_http_cfg cfg;
+    struct MHD_Daemon *d;
+    int port;
+    int loopback;            /* bound to a loopback address: check Host */
+    char url[128];
+    char bound_host[80];     /* as written in a Host header, e.g. "127.0.0.1" or "[::1]" */
+    _Atomic(qw_engine *) eng;
+    atomic_int stopping;
+    atomic_ullong next_id;
+    unsigned long long id_salt;
+    long long start_time;
+    atomic_ullong http_requests, http_errors;
+};
+
+/* Per-request state (MHD's con_cls), freed in on_completed. */
+typedef struct conn {
+    char *body;
+    size_t len, cap;
+    int too_big;
+    int responded;
+} conn;
+
+/* ---- responses ----------------------------------------------------------- */
+
+static void add_common_headers(qw_http *h, struct MHD_Response *r) {
+    if (h->cfg.cors) {
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", h->cfg.cors);
+        if (strcmp(h->cfg.cors, "*") != 0) MHD_add_response_header(r, "Vary", "Origin");
+    }
+}
+
+/* Queue body (malloc'd, taken) with status. */
+static enum MHD_Result send_body(qw_http *h, struct MHD_Connection *c, int status, char *body,
+                                 const char *ctype) {
+    if (!body) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        body = strdup(oom);
+        status = 500;
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    add_common_headers(h, r);
+    if (status == 503) MHD_add_response_header(r, "Retry-After", "1");
+    if (status >= 400) atomic_fetch_add(&h->http_errors, 1);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(qw_http *h, struct MHD_Connection *c, int status, char *json) {
+    return send_body(h, c, status, json, "application/json");
+}
+
+static enum MHD_Result send_error(qw_http *h, struct MHD_Connection *c, const api_error *e) {
+    if (e->status >= 500) LOG_WARN("http: %d %s", e->status, e->message);
+    else LOG_DEBUG("http: %d %s", e->status, e->message);
+    return send_json(h, c, e->status, api_error_json(e));
+}
+
+static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, int status, const char *code,
+                            const char *param, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 6, 7)))
+#endif
+    ;
+static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, int status, const char *code,
+                            const char *param, const char *fmt, ...) {
+    api_error e;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_fail(&e, status, code, param, "%s", msg);
+    return send_error(h, c, &e);
+}
+
+/* ---- checks ---------------------------------------------------------------- */
+
+/* Constant-time comparison (length leaks, contents do not). */
+static int secret_eq(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = la != lb;
+    for (size_t i = 0; i < la; i++) d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return d == 0;
+}
+
+static int auth_ok(qw_http *h, struct MHD_Connection *c) {
+    if (!h->cfg.api_key) return 1;
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0) return 0;
+    a += 7;
+    while (*a == ' ') a++;
+    return secret_eq(a, h->cfg.api_key);
+}
+
+/* DNS-rebinding defence: a browser page on evil.example that resolves to
+ * 127.0.0.1 still sends "Host: evil.example:PORT". */
+static int host_ok(qw_http *h, struct MHD_Connection *c) {
+    if (!h->loopback) return 1;
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (!host) return 1; /* HTTP/1.0 without Host: not a browser */
+    static const char *const names[] = {"localhost", "127.0.0.1", "[::1]"};
+    char want[128];
+    for (int i = 0; i < 4; i++) {
+        const char *n = i < 3 ? names[i] : h->bound_host;
+        snprintf(want, sizeof want, "%s:%d", n, h->port);
+        if (!strcasecmp(host, want)) return 1;
+        if (h->port == 80 && !strcasecmp(host, n)) return 1;
+    }
+    return 0;
+}
+
+/* ---- routes ---------------------------------------------------------------- */
+
+typedef enum {
+    R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE
+} route;
+
+static route find_route(const char *url, const char **want_method) {
+    static const struct {
+        const char *path, *method;
+        route r;
+    } t[] = {
+        {"/health", "GET", R_HEALTH},
+        {"/v1/health", "GET", R_HEALTH},
+        {"/v1/models", "GET", R_MODELS},
+        {"/models", "GET", R_MODELS},
+        {"/metrics", "GET", R_METRICS},
+        {"/v1/completions", "POST", R_COMPLETIONS},
+        {"/completions", "POST", R_COMPLETIONS},
+        {"/v1/chat/completions", "POST", R_CHAT},
+        {"/chat/completions", "POST", R_CHAT},
+        {"/tokenize", "POST", R_TOKENIZE},
+        {"/detokenize", "POST", R_DETOKENIZE},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(url, t[i].path)) {
+            *want_method = t[i].method;
+            return t[i].r;
+        }
+    return R_NONE;
+}
+
+static void new_id(qw_http *h, const char *prefix, char *out, size_t n) {
+    unsigned long long k = atomic_fetch_add(&h->next_id, 1);
+    unsigned long long x = (k + 1) * 0x9E3779B97F4A7C15ULL ^ h->id_salt;
+    x ^= x >> 31;
+    snprintf(out, n, "%s%016llx%08llx", prefix, x, k & 0xffffffffULL);
+}
+
+static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c) {
+    qw_engine *e = atomic_load(&h->eng);
+    if (!e) return send_json(h, c, 503, strdup("{\"status\":\"loading\"}"));
+    if (e->model->cfg.random_weights)
+        return send_json(h, c, 200,
+                         strdup("{\"status\":\"ok\",\"random_weights\":true,\"warning\":\"this model has RANDOM "
+                                "WEIGHTS (qwenc synth): its output is noise\"}"));
+    return send_json(h, c, 200, strdup("{\"status\":\"ok\"}"));
+}
+
+static const char *model_name(qw_engine *e) {
+    return e->model->name && e->model->name[0] ? e->model->name : "qwenc";
+}
+
+static enum MHD_Result h_models(qw_http *h, struct MHD_Connection *c, qw_engine *e) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return send_json(h, c, 500, NULL);
+    /* The name goes through a JSON string escape via api's helper is overkill:
+     * folder names are printable; escape quotes and backslashes anyway. */
+    fputs("{\"object\":\"list\",\"data\":[{\"id\":\"", f);
+    for (const char *p = model_name(e); *p; p++) {
+        if (*p == '"' || *p == '\\') fputc('\\', f);
+        if ((unsigned char)*p >= 0x20) fputc(*p, f);
+    }
+    fprintf(f, "\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"qwenc\",\"meta\":{\"n_ctx\":%d,\"vocab\":%d,\"random_weights\":%s}}]}",
+            h->start_time, e->n_ctx, e->model->cfg.vocab, e->model->cfg.random_weights ? "true" : "false");
+    fclose(f);
+    return send_json(h, c, 200, buf);
+}
+
+static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine *e) {
+    qw_sched_metrics m;
+    memset(&m, 0, sizeof m);
+    if (e) sched_metrics(e->sched, &m);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return send_json(h, c, 500, NULL);
+#define METRIC(name, type, help, fmt, val) \
+    fprintf(f, "# HELP qwenc_" name " " help "\n# TYPE qwenc_" name " " type "\nqwenc_" name " " fmt "\n", val)
+    METRIC("requests_total", "counter", "Generation requests accepted.", "%llu", (unsigned long long)m.requests_total);
+    METRIC("requests_rejected_total", "counter", "Generation requests refused because the queue was full.", "%llu",
+           (unsigned long long)m.requests_rejected);
+    METRIC("requests_finished_total", "counter", "Generation requests finished (any reason).", "%llu",
+           (unsigned long long)m.requests_finished);
+    METRIC("prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", "%llu",
+           (unsigned long long)m.prompt_tokens_total);
+    METRIC("generated_tokens_total", "counter", "Tokens generated.", "%llu", (unsigned long long)m.gen_tokens_total);
+    fprintf(f, "# HELP qwenc_time_to_first_token_seconds Time from request to first generated token.\n"
+               "# TYPE qwenc_time_to_first_token_seconds histogram\n");
+    for (int b = 0; b < 10; b++)
+        fprintf(f, "qwenc_time_to_first_token_seconds_bucket{le=\"%g\"} %llu\n", qw_sched_ttft_bounds[b],
+                (unsigned long long)m.ttft_buckets[b]);
+    fprintf(f, "qwenc_time_to_first_token_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)m.ttft_count);
+    fprintf(f, "qwenc_time_to_first_token_seconds_sum %.6f\n", m.ttft_sum_s);
+    fprintf(f, "qwenc_time_to_first_token_seconds_count %llu\n", (unsigned long long)m.ttft_count);
+    METRIC("decode_tokens_per_second", "gauge", "Aggregate decode throughput over recent engine steps.", "%.3f",
+           m.decode_tps);
+    METRIC("engine_busy_seconds_total", "counter", "Seconds the engine spent in forward steps.", "%.6f", m.busy_s);
+    METRIC("engine_steps_total", "counter", "Batched forward steps.", "%llu", (unsigned long long)m.steps);
+    METRIC("queue_depth", "gauge", "Requests waiting for a slot.", "%d", m.queue_depth);
+    METRIC("active_slots", "gauge", "Slots prefilling or generating.", "%d", m.active_slots);
+    METRIC("slots", "gauge", "Slots (--parallel).", "%d", m.n_slots);
+    METRIC("http_requests_total", "counter", "HTTP requests received.", "%llu",
+           (unsigned long long)atomic_load(&h->http_requests));
+    METRIC("http_errors_total", "counter", "HTTP responses with status >= 400.", "%llu",
+           (unsigned long long)atomic_load(&h->http_errors));
+#undef METRIC
+    fclose(f);
+    return send_body(h, c, 200, buf, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+static enum MHD_Result h_tokenize(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k) {
+    api_error ae;
+    char *text;
+    size_t tl;
+    if (api_parse_tokenize(k->body, k->len, &text, &tl, &ae) < 0) return send_error(h, c, &ae);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    qw_err err;
+    int rc = tok_encode(e->tok, text, tl, &ids, &n, &err);
+    free(text);
+    if (rc != 0) return fail(h, c, 500, "tokenizer_error", "content", "tokenize: %s", err.msg);
+    char *buf = NULL;
+    size_t bl = 0;
+    FILE *f = open_memstream(&buf, &bl);
+    if (!f) {
+        free(ids);
+        return send_json(h, c, 500, NULL);
+    }
+    fputs("{\"tokens\":[", f);
+    for (size_t i = 0; i < n; i++) fprintf(f, i ? ",%d" : "%d", (int)ids[i]);
+    fputs("]}", f);
+    fclose(f);
+    free(ids);
+    return send_json(h, c, 200, buf);
+}
+
+static enum MHD_Result h_detokenize(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k) {
+    api_error ae;
+    int32_t *ids;
+    int n;
+    if (api_parse_detokenize(k->body, k->len, e->model->cfg.vocab, &ids, &n, &ae) < 0)
+        return send_error(h, c, &ae);
+    char *text = NULL;
+    size_t tl = 0;
+    qw_err err;
+    int rc = tok_decode(e->tok, ids, (size_t)n, 0, &text, &tl, &err);
+    free(ids);
+    if (rc != 0) return fail(h, c, 500, "tokenizer_error", "tokens", "detokenize: %s", err.msg);
+    /* {"content": text}: the text is valid UTF-8 (decode replaces bad
+     * bytes), so escaping quotes, backslashes and controls suffices. */
+    char *buf = NULL;
+    size_t bl = 0;
+    FILE *f = open_memstream(&buf, &bl);
+    if (!f) {
+        free(text);
+        return send_json(h, c, 500, NULL);
+    }
+    fputs("{\"content\":\"", f);
+    for (size_t i = 0; i < tl; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch == '\n') fputs("\\n", f);
+        else if (ch == '\r') fputs("\\r", f);
+        else if (ch == '\t') fputs("\\t", f);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputs("\"}", f);
+    fclose(f);
+    free(text);
+    return send_json(h, c, 200, buf);
+}
+
+/* ---- generation ------------------------------------------------------------ */
+
+/* 1 if the peer closed the connection (or it broke). */
+static int peer_gone(int fd) {
+    if (fd < 0) return 0;
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return 1;
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return 1;
+    return 0;
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? (int)ci->connect_fd : -1;
+}
+
+typedef struct stream_st {
+    qw_http *h;
+    api_kind kind;
+    api_req req;          /* owns the stop strings the session borrows */
+    qw_session sess;
+    char id[64];
+    const char *model;
+    long long created;
+    int fd;
+    int phase;            /* 0 role chunk, 1 body, 2 end */
+    char *out;            /* bytes ready to send */
+    size_t out_len, out_off, out_cap;
+} stream_st;
+
+static int out_add(stream_st *st, char *s) {
+    if (!s) return -1;
+    size_t l = strlen(s);
+    if (st->out_len + l > st->out_cap) {
+        size_t cap = st->out_cap ? st->out_cap : 1024;
+        while (cap < st->out_len + l) cap *= 2;
+        char *p = realloc(st->out, cap);
+        if (!p) {
+            free(s);
+            return -1;
+        }
+        st->out = p;
+        st->out_cap = cap;
+    }
+    memcpy(st->out + st->out_len, s, l);
+    st->out_len += l;
+    free(s);
+    return 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    stream_st *st = cls;
+    (void)pos;
+    api_meta m = {.id = st->id, .created = st->created, .model = st->model};
+    for (;;) {
+        if (st->out_off < st->out_len) {
+            size_t n = st->out_len - st->out_off;
+            if (n > max) n = max;
+            memcpy(buf, st->out + st->out_off, n);
+            st->out_off += n;
+            return (ssize_t)n;
+        }
+        st->out_len = st->out_off = 0;
+        if (st->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->phase == 0) {
+            st->phase = 1;
+            if (st->kind == API_CHAT &&
+                out_add(st, api_sse_chunk(API_CHAT, &m, "assistant", NULL, 0, NULL, NULL)) < 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            continue;
+        }
+        int r = session_poll(&st->sess, POLL_S);
+        if (r < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->sess.piece_len > 0 &&
+            out_add(st, api_sse_chunk(st->kind, &m, NULL, st->sess.piece, st->sess.piece_len, NULL, NULL)) < 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (r == 1) {
+            if (st->sess.failed) {
+                api_error e;
+                api_fail(&e, 500, "engine_error", NULL, "the engine failed on this request");
+                char *j = api_error_json(&e);
+                size_t jl = j ? strlen(j) : 0;
+                char *ev = j ? malloc(jl + 9) : NULL;
+                if (ev) snprintf(ev, jl + 9, "data: %s\n\n", j);
+                free(j);
+                if (out_add(st, ev) < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+            } else if (out_add(st, api_sse_chunk(st->kind, &m, NULL, NULL, 0, st->sess.finish, NULL)) < 0) {
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            if (st->req.include_usage) {
+                api_usage u = {st->req.n_prompt, st->sess.n_used};
+                if (out_add(st, api_sse_chunk(st->kind, &m, NULL, NULL, 0, NULL, &u)) < 0)
+                    return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            if (out_add(st, strdup(API_SSE_DONE)) < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+            st->phase = 2;
+            continue;
+        }
+        if (st->sess.piece_len == 0 && peer_gone(st->fd)) {
+            LOG_DEBUG("http: %s: client went away; cancelling", st->id);
+            session_cancel(&st->sess);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void stream_free(void *cls) {
+    stream_st *st = cls;
+    session_free(&st->sess); /* releases (cancels) the request if still running */
+    api_req_free(&st->req);
+    free(st->out);
+    free(st);
+}
+
+static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k, api_kind kind) {
+    api_error ae;
+    api_limits lim = {
+        .tok = e->tok,
+        .vocab = e->model->cfg.vocab,
+        .n_ctx = e->n_ctx,
+        .sampling = e->sampling,
+        .completion_max_tokens = 512,
+        .completion_default = 50,
+    };
+    api_req req;
+    if (api_parse(kind, k->body, k->len, &lim, &req, &ae) < 0) return send_error(h, c, &ae);
+
+    qw_req_params p = {
+        .prompt = req.prompt,
+        .n_prompt = req.n_prompt,
+        .max_new = req.max_tokens,
+        .sampling = req.sampling,
+        .ignore_eos = req.ignore_eos,
+    };
+    qw_req *r;
+    qw_err err;
+    int rc = sched_submit(e->sched, &p, &r, &err);
+    if (rc != QW_SCHED_OK) {
+        api_req_free(&req);
+        if (rc == QW_SCHED_EFULL) return fail(h, c, 503, "queue_full", NULL, "%s", err.msg);
+        if (rc == QW_SCHED_ESHUTDOWN) return fail(h, c, 503, "shutting_down", NULL, "%s", err.msg);
+        if (rc == QW_SCHED_EINVAL)
+            return fail(h, c, 400, "invalid_value", kind == API_CHAT ? "messages" : "prompt", "%s", err.msg);
+        return fail(h, c, 500, "out_of_memory", NULL, "%s", err.msg);
+    }
+    const char *prefix = kind == API_CHAT ? "chatcmpl-" : "cmpl-";
+
+    if (req.stream) {
+        stream_st *st = calloc(1, sizeof *st);
+        if (!st) {
+            sched_req_release(r);
+            api_req_free(&req);
+            return send_json(h, c, 500, NULL);
+        }
+        st->h = h;
+        st->kind = kind;
+        st->req = req;
+        if (session_init(&st->sess, r, e->tok, (const char *const *)st->req.stop, st->req.n_stop) != 0) {
+            api_req_free(&st->req);
+            free(st);
+            return send_json(h, c, 500, NULL);
+        }
+        new_id(h, prefix, st->id, sizeof st->id);
+        st->model = model_name(e);
+        st->created = (long long)time(NULL);
+        st->fd = conn_fd(c);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st,
+                                                                      stream_free);
+        if (!resp) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        add_common_headers(h, resp);
+        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+
+    qw_session s;
+    if (session_init(&s, r, e->tok, (const char *const *)req.stop, req.n_stop) != 0) {
+        api_req_free(&req);
+        return send_json(h, c, 500, NULL);
+    }
+    int fd = conn_fd(c);
+    char *text = NULL;
+    size_t tl = 0, tcap = 0;
+    int pr;
+    for (;;) {
+        pr = session_poll(&s, POLL_S);
+        if (pr < 0) break;
+        if (s.piece_len) {
+            if (tl + s.piece_len + 1 > tcap) {
+                size_t cap = tcap ? tcap * 2 : 1024;
+                while (cap < tl + s.piece_len + 1) cap *= 2;
+                char *np = realloc(text, cap);
+                if (!np) {
+                    pr = -1;
+                    break;
+                }
+                text = np;
+                tcap = cap;
+            }
+            memcpy(text + tl, s.piece, s.piece_len);
+            tl += s.piece_len;
+        }
+        if (pr == 1) break;
+        if (s.piece_len == 0 && peer_gone(fd)) {
+            LOG_DEBUG("http: client went away; cancelling");
+            session_free(&s);
+            api_req_free(&req);
+            free(text);
+            return MHD_NO;
+        }
+    }
+    if (pr < 0 || s.failed) {
+        session_free(&s);
+        api_req_free(&req);
+        free(text);
+        return fail(h, c, 500, pr < 0 ? "out_of_memory" : "engine_error", NULL,
+                    pr < 0 ? "out of memory" : "the engine failed on this request");
+    }
+    qw_req_stats st;
+    sched_req_stats(s.req, &st);
+    char id[64];
+    new_id(h, prefix, id, sizeof id);
+    api_meta m = {.id = id, .created = (long long)time(NULL), .model = model_name(e)};
+    api_result res = {
+        .text = text ? text : "",
+        .text_len = tl,
+        .finish = s.finish,
+        .prompt_tokens = req.n_prompt,
+        .gen_tokens = s.n_used,
+        .prefill_tps = st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0,
+        .decode_tps = st.decode_s > 0 && st.n_gen > 1 ? (st.n_gen - 1) / st.decode_s : 0,
+        .elapsed_s = st.total_s,
+    };
+    char *json = kind == API_CHAT ? api_chat_json(&m, &res) : api_completion_json(&m, &res);
+    session_free(&s);
+    api_req_free(&req);
+    free(text);
+    return send_json(h, c, 200, json);
+}
+
+/* ---- the access handler ---------------------------------------------------- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    qw_http *h = cls;
+    (void)version;
+    conn *k = *con_cls;
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k) return MHD_NO;
+        *con_cls = k;
+        atomic_fetch_add(&h->http_requests, 1);
+        /* Checks that need no body: answer at once (MHD then discards the
+         * body and closes the connection). */
+        if (!host_ok(h, c)) {
+            k->responded = 1;
+            return fail(h, c, 403, "forbidden_host", NULL,
+                        "the Host header does not name this server (DNS-rebinding defence)");
+        }
+        if (!strcmp(method, "OPTIONS")) {
+            k->responded = 1;
+            if (!h->cfg.cors) return fail(h, c, 405, "method_not_allowed", NULL, "OPTIONS: CORS is not enabled");
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            add_common_headers(h, r);
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+            MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+            enum MHD_Result ret = MHD_queue_response(c, 204, r);
+            MHD_destroy_response(r);
+            return ret;
+        }
+        const char *want = NULL;
+        route rt = find_route(url, &want);
+        if (rt != R_HEALTH && !auth_ok(h, c)) {
+            k->responded = 1;
+            api_error e;
+            api_fail(&e, 401, "invalid_api_key", NULL, "missing or wrong API key (Authorization: Bearer KEY)");
+            char *j = api_error_json(&e);
+            struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
+            if (!r) {
+                free(j);
+                return MHD_NO;
+            }
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+            add_common_headers(h, r);
+            atomic_fetch_add(&h->http_errors, 1);
+            enum MHD_Result ret = MHD_queue_response(c, 401, r);
+            MHD_destroy_response(r);
+            return ret;
+        }
+        if (rt == R_NONE) {
+            k->responded = 1;
+            return fail(h, c, 404, "not_found", NULL, "no such endpoint: %.200s", url);
+        }
+        if (strcmp(method, want) != 0) {
+            k->responded = 1;
+            api_error e;
+            api_fail(&e, 405, "method_not_allowed", NULL, "%.200s accepts %s, not %.20s", url, want, method);
+            char *j = api_error_json(&e);
+            struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
+            if (!r) {
+                free(j);
+                return MHD_NO;
+            }
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            MHD_add_response_header(r, "Allow", want);
+            add_common_headers(h, r);
+            atomic_fetch_add(&h->http_errors, 1);
+            enum MHD_Result ret = MHD_queue_response(c, 405, r);
+            MHD_destroy_response(r);
+            return ret;
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || end == cl || (unsigned long long)h->cfg.max_body < v) {
+                k->responded = 1;
+                return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (k->responded || k->too_big) return MHD_YES;
+        if (k->len + n > (size_t)h->cfg.max_body) {
+            k->too_big = 1;
+            free(k->body);
+            k->body = NULL;
+            k->len = k->cap = 0;
+            return MHD_YES;
+        }
+        if (k->len + n + 1 > k->cap) {
+            size_t cap = k->cap ? k->cap : 4096;
+            while (cap < k->len + n + 1) cap *= 2;
+            char *p = realloc(k->body, cap);
+            if (!p) return MHD_NO;
+            k->body = p;
+            k->cap = cap;
+        }
+        memcpy(k->body + k->len, upload_data, n);
+        k->len += n;
+        k->body[k->len] = '\0';
+        return MHD_YES;
+    }
+    if (k->responded) return MHD_YES;
+    k->responded = 1;
+    if (k->too_big) return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
+
+    const char *want;
+    route rt = find_route(url, &want);
+    if (rt == R_HEALTH) return h_health(h, c);
+    if (atomic_load(&h->stopping)) return fail(h, c, 503, "shutting_down", NULL, "the server is shutting down");
+    qw_engine *e = atomic_load(&h->eng);
+    if (rt == R_METRICS) return h_metrics(h, c, e);
+    if (!e) return fail(h, c, 503, "loading", NULL, "the model is loading");
+    if (rt == R_MODELS) return h_models(h, c, e);
+    /* POST bodies. */
+    if (!k->body) {
+        k->body = strdup("");
+        if (!k->body) return MHD_NO;
+    }
+    if (!api_utf8_valid(k->body, k->len)) return fail(h, c, 400, "invalid_utf8", NULL, "the body is not valid UTF-8");
+    if (k->len == 0) return fail(h, c, 400, "invalid_json", NULL, "the body is empty; expected a JSON object");
+    switch (rt) {
+    case R_COMPLETIONS: return h_generate(h, c, e, k, API_COMPLETION);
+    case R_CHAT: return h_generate(h, c, e, k, API_CHAT);
+    case R_TOKENIZE: return h_tokenize(h, c, e, k);
+    case R_DETOKENIZE: return h_detokenize(h, c, e, k);
+    default: return fail(h, c, 404, "not_found", NULL, "no such endpoint: %.200s", url);
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn *k = *con_cls;
+    if (k) {
+        free(k->body);
+        free(k);
+        *con_cls = NULL;
+    }
+}
+
+/* ---- start / stop ---------------------------------------------------------- */
+
+qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
+    qw_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        qw_errf(err, "http: out of memory");
+        return NULL;
+    }
+    h->cfg = *cfg;
+    if (!h->cfg.host) h->cfg.host = "127.0.0.1";
+    if (h->cfg.max_body <= 0) h->cfg.max_body = 1L << 20;
+    if (h->cfg.max_conns <= 0) h->cfg.max_conns = 256;
+    h->start_time = (long long)time(NULL);
+    h->id_salt = (unsigned long long)h->start_time * 6364136223846793005ULL ^ (unsigned long long)getpid();
+    atomic_init(&h->eng, NULL);
+    atomic_init(&h->stopping, 0);
+
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int gai = getaddrinfo(h->cfg.host, NULL, &hints, &ai);
+    if (gai != 0 || !ai) {
+        qw_errf(err, "http: --host %s: %s", h->cfg.host, gai_strerror(gai));
+        free(h);
+        return NULL;
+    }
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    char addr[INET6_ADDRSTRLEN];
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        a6->sin6_port = htons((uint16_t)cfg->port);
+        flags |= MHD_USE_IPv6;
+        inet_ntop(AF_INET6, &a6->sin6_addr, addr, sizeof addr);
+        h->loopback = IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr);
+        snprintf(h->bound_host, sizeof h->bound_host, "[%s]", addr);
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        a4->sin_port = htons((uint16_t)cfg->port);
+        inet_ntop(AF_INET, &a4->sin_addr, addr, sizeof addr);
+        h->loopback = (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
+        snprintf(h->bound_host, sizeof h->bound_host, "%s", addr);
+    }
+    h->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)300, MHD_OPTION_END);
+    if (!h->d) {
+        qw_errf(err, "http: cannot listen on %s port %d (in use, or not an address of this machine?)", h->cfg.host,
+                cfg->port);
+        free(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : cfg->port;
+    snprintf(h->url, sizeof h->url, "http://%s:%d", h->bound_host, h->port);
+    return h;
+}
+
+int http_port(const qw_http *h) { return h->port; }
+const char *http_url(const qw_http *h) { return h->url; }
+
+void http_set_engine(qw_http *h, qw_engine *e) { atomic_store(&h->eng, e); }
+
+void http_quiesce(qw_http *h) {
+    atomic_store(&h->stopping, 1);
+    MHD_socket s = MHD_quiesce_daemon(h->d);
+    if (s != MHD_INVALID_SOCKET) close(s);
+}
+
+void http_stop(qw_http *h) {
+    if (!h) return;
+    if (h->d) MHD_stop_daemon(h->d);
+    free(h);
+}

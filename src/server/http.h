@@ -1,0 +1,65 @@
+/* http.h - the HTTP server (libmicrohttpd): the seed's API, the OpenAI API,
+ * tokenize / detokenize, health and Prometheus metrics. See api.h for the
+ * API subset and the request fields.
+ *
+ *   GET  /health               200 {"status":"ok"} (503 {"status":"loading"});
+ *                              "random_weights": true for synthetic models
+ *   GET  /v1/models            the one loaded model (any "model" name works)
+ *   GET  /metrics              Prometheus text format
+ *   POST /v1/completions       seed API + OpenAI completions (+ "stream")
+ *   POST /v1/chat/completions  OpenAI chat completions (+ SSE streaming)
+ *   POST /tokenize             {"content"} -> {"tokens": [...]}
+ *   POST /detokenize           {"tokens": [...]} -> {"content"}
+ * (/completions and /chat/completions, /models answer too.)
+ *
+ * Threads: libmicrohttpd runs one thread per connection; a handler parses
+ * the body, submits to the scheduler and waits on the request's output
+ * channel (streaming from a content-reader callback), polling the socket so
+ * that a client that goes away cancels its request within one engine step.
+ * Handlers never touch the model.
+ *
+ * Security: bound to 127.0.0.1 by default; when bound to a loopback address
+ * the Host header must name localhost, 127.0.0.1 or [::1] with the bound
+ * port (DNS-rebinding defence, 403 otherwise); --api-key requires
+ * "Authorization: Bearer KEY" everywhere except /health (401); CORS headers
+ * and OPTIONS preflight only with --cors ORIGIN; bodies over --max-body are
+ * 413; invalid UTF-8 400; a full queue 503 with Retry-After.
+ */
+#ifndef QW_HTTP_H
+#define QW_HTTP_H
+
+#include "base/err.h"
+#include "server/engine.h"
+
+typedef struct qw_http_cfg {
+    const char *host;     /* address to bind, default "127.0.0.1" */
+    int port;             /* 0 = any free port */
+    const char *api_key;  /* NULL = none */
+    const char *cors;     /* NULL = no CORS */
+    long max_body;        /* bytes */
+    int max_conns;        /* 0 = default (256) */
+} qw_http_cfg;
+
+typedef struct qw_http qw_http;
+
+/* Bind and start serving (every endpoint but /health answers 503 until
+ * http_set_engine). Returns NULL with a message. */
+qw_http *http_start(const qw_http_cfg *cfg, qw_err *err);
+
+/* The bound port (useful with port 0). */
+int http_port(const qw_http *h);
+/* "http://127.0.0.1:8080" (borrowed). */
+const char *http_url(const qw_http *h);
+
+/* The engine is ready: requests are served from now on. e is borrowed. */
+void http_set_engine(qw_http *h, qw_engine *e);
+
+/* Stop accepting connections; requests that arrive on open connections get
+ * 503. Running requests go on (the caller then stops the scheduler). */
+void http_quiesce(qw_http *h);
+
+/* Close every connection, join the threads and free. The scheduler must
+ * have been stopped first so that no handler waits for tokens. */
+void http_stop(qw_http *h);
+
+#endif
