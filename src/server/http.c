@@ -235,7 +235,7 @@ static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine
            (unsigned long long)m.requests_finished);
     METRIC("prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", "%llu",
            (unsigned long long)m.prompt_tokens_total);
-    METRIC("generated_tokens_total", "counter", "Tokens generated.", "%llu", (unsigned long long)m.gen_tokens_total);
+    METRIC("completion_tokens_total", "counter", "Tokens generated (completion tokens).", "%llu", (unsigned long long)m.gen_tokens_total);
     fprintf(f, "# HELP qwenc_time_to_first_token_seconds Time from request to first generated token.\n"
                "# TYPE qwenc_time_to_first_token_seconds histogram\n");
     for (int b = 0; b < 10; b++)
