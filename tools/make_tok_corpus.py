@@ -525,6 +525,65 @@ def cmd_corpus(args):
     print(f"chat: {len(chat_lines)} conversations")
 
 
+def cmd_ccc(args):
+    """src/tokenizer/ccc_table.h: the canonical combining classes that the
+    `tokenizers` library's NFC actually uses, probed through its normalizer.
+    Its crate (unicode-normalization-alignments) knows an older Unicode and
+    gives some newer marks odd classes; the C side orders marks by this
+    table so that it reorders exactly where `tokenizers` does.
+
+    For each code point X that NFC leaves alone: X moves after U+0334
+    (class 1) iff class(X) > 1; X moves before U+0301 (230) iff
+    0 < class(X) < 230; the exact class is then bracketed between the classes
+    of reference marks (the smallest class k whose mark does not move before X)."""
+    from tokenizers.normalizers import NFC
+    norm = NFC().normalize_str
+    base = "\u4e00"  # composes with nothing
+    classes = sorted({unicodedata.combining(chr(c)) for c in range(0x300, 0x20000)} - {0})
+    refs = {}
+    for c in range(0x300, 0x20000):
+        k = unicodedata.combining(chr(c))
+        if k and k not in refs and norm(base + chr(c)) == base + chr(c):
+            refs[k] = chr(c)
+    refs = {k: v for k, v in refs.items() if norm(base + v + "\u0334") == base + "\u0334" + v or k == 1}
+    ref_classes = sorted(k for k in refs if k > 1)
+
+    def hf_class(x):
+        if norm(x) != x:
+            return 0  # decomposes: its parts carry the classes
+        if norm(base + x + "\u0334") == base + "\u0334" + x:
+            for k in ref_classes:  # class(x) > 1: smallest k with class(x) <= k
+                m = refs[k]
+                if norm(base + x + m) == base + x + m:
+                    return k
+            return 255
+        if norm(base + "\u0301" + x) == base + x + "\u0301":
+            return 1
+        return 0
+
+    runs = []
+    for cp in range(0x300, 0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = hf_class(chr(cp))
+        if not c:
+            continue
+        if runs and runs[-1][1] == cp - 1 and runs[-1][2] == c:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp, c])
+    path = os.path.join(ROOT, "src", "tokenizer", "ccc_table.h")
+    with open(path, "w") as f:
+        f.write("/* ccc_table.h - canonical combining classes as the Hugging Face `tokenizers`\n"
+                " * NFC applies them (probed from tokenizers %s; see tools/make_tok_corpus.py\n"
+                " * ccc). Generated; do not edit. */\n" % __import__("tokenizers").__version__)
+        f.write("static const struct { uint32_t lo, hi; uint8_t ccc; } CCC_RUNS[] = {\n")
+        for lo, hi, c in runs:
+            f.write("    {0x%X, 0x%X, %d},\n" % (lo, hi, c))
+        f.write("};\n")
+    print("wrote", path, len(runs), "runs")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -533,8 +592,11 @@ def main():
     p = sub.add_parser("corpus")
     p.add_argument("--fixdir", default=None,
                    help="decompressed fixtures (prepare.sh output); default: a temp dir")
+    sub.add_parser("ccc")
     args = ap.parse_args()
-    if args.cmd == "fixtures":
+    if args.cmd == "ccc":
+        cmd_ccc(args)
+    elif args.cmd == "fixtures":
         cmd_fixtures(args)
     else:
         cmd_corpus(args)

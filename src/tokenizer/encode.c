@@ -163,6 +163,85 @@ static int after_norm(enc_ctx *c, const char *s, size_t n) {
     return pretokenize(c, s, n);
 }
 
+#include "tokenizer/ccc_table.h"
+
+/* Canonical combining class as `tokenizers` applies it (ccc_table.h). Its
+ * NFC (the unicode-normalization-alignments crate) knows an older Unicode
+ * than utf8proc, so it leaves newer marks where they are; we order marks by
+ * its classes, not utf8proc's, to reorder exactly where it does. */
+static int ccc_of(uint32_t cp) {
+    if (cp < 0x300) return 0;
+    size_t lo = 0, hi = sizeof CCC_RUNS / sizeof CCC_RUNS[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < CCC_RUNS[mid].lo) hi = mid;
+        else if (cp > CCC_RUNS[mid].hi) lo = mid + 1;
+        else return CCC_RUNS[mid].ccc;
+    }
+    return 0;
+}
+
+/* NFC of valid UTF-8 s[0..n) into *out (malloc'd): canonical decomposition
+ * of each character (utf8proc, without its reordering), canonical ordering
+ * by ccc_of() (a stable sort of each run of non-starters), then utf8proc's
+ * canonical composition. */
+static int nfc(const char *s, size_t n, char **out, size_t *out_len) {
+    if (n > (size_t)PTRDIFF_MAX / 16) return -1;
+    size_t cap = n + 16, m = 0;
+    utf8proc_int32_t *buf = malloc(cap * sizeof *buf);
+    if (!buf) return -1;
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp = 0;
+        int L = utf8_decode1((const unsigned char *)s + i, n - i, &cp);
+        if (!L) L = 1; /* not reached: input is valid */
+        i += (size_t)L;
+        for (;;) {
+            int boundclass = 0;
+            utf8proc_ssize_t k = utf8proc_decompose_char((utf8proc_int32_t)cp, buf + m,
+                                                         (utf8proc_ssize_t)(cap - m),
+                                                         UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, &boundclass);
+            if (k < 0) {
+                free(buf);
+                return -1;
+            }
+            if ((size_t)k <= cap - m) {
+                m += (size_t)k;
+                break;
+            }
+            size_t nc = cap * 2 + (size_t)k;
+            utf8proc_int32_t *nb = realloc(buf, nc * sizeof *buf);
+            if (!nb) {
+                free(buf);
+                return -1;
+            }
+            buf = nb;
+            cap = nc;
+        }
+    }
+    for (size_t a = 1; a < m; a++) {
+        int c = ccc_of((uint32_t)buf[a]);
+        if (c == 0) continue;
+        utf8proc_int32_t v = buf[a];
+        size_t j = a;
+        while (j > 0) {
+            int pc = ccc_of((uint32_t)buf[j - 1]);
+            if (pc == 0 || pc <= c) break;
+            buf[j] = buf[j - 1];
+            j--;
+        }
+        buf[j] = v;
+    }
+    utf8proc_ssize_t b = utf8proc_reencode(buf, (utf8proc_ssize_t)m, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (b < 0) {
+        free(buf);
+        return -1;
+    }
+    *out = (char *)buf;
+    *out_len = (size_t)b;
+    return 0;
+}
+
 /* Step 3: NFC, skipped when every character is below U+0300 (all such
  * strings are already NFC: nothing there composes or reorders). */
 static int normalize_segment(enc_ctx *c, const char *s, size_t n) {
@@ -170,16 +249,10 @@ static int normalize_segment(enc_ctx *c, const char *s, size_t n) {
     size_t i = 0;
     while (i < n && (unsigned char)s[i] < 0xCC) i++;
     if (i == n) return after_norm(c, s, n);
-    if (n > (size_t)PTRDIFF_MAX / 8) return qw_errf(c->err, "tok_encode: text too long");
-    utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    if (m < 0) {
-        free(dst);
-        /* Input is valid UTF-8 by now, so this is allocation failure. */
-        return qw_errf(c->err, "tok_encode: NFC: %s", utf8proc_errmsg(m));
-    }
-    int rc = after_norm(c, (const char *)dst, (size_t)m);
+    char *dst;
+    size_t m;
+    if (nfc(s, n, &dst, &m)) return qw_errf(c->err, "tok_encode: NFC: out of memory");
+    int rc = after_norm(c, dst, m);
     free(dst);
     return rc;
 }
