@@ -1,2 +1,329 @@
+/* kernels_neon.c - arm64 Advanced SIMD (NEON) kernels.
+ *
+ * NEON is part of the arm64 base architecture, so no run-time check beyond
+ * being compiled for __aarch64__ (cpu.c sets QW_CPU_NEON). The body is under
+ * __aarch64__ so the file compiles to a stub on x86-64.
+ *
+ * Matmul, as in kernels_avx2.c: weights converted to float32 in registers
+ * (bf16: SHLL #16, exact; f16: FCVTL, exact including subnormals), f32 FMA
+ * (vfmaq_f32), activations never rounded.
+ *  - n == 1: 4 rows streamed together, 8 elements per row per step into 8
+ *    accumulators, prefetching ahead;
+ *  - n > 1: 4-row x 4-token register tile (16 accumulators of 4 floats plus
+ *    8 converted weight vectors; arm64 has 32 vector registers).
+ * Horizontal sums: two rounds of pairwise adds give 4 row sums in one vector.
+ *
+ * exp: the same Cephes-style polynomial as the AVX2 level (clamp to
+ * [-87, 88], n = round(x / ln 2), split-ln2 reduction, degree 6), < 2 ulp.
+ */
 #include "kernels/kernels_impl.h"
-int kernels_fill_neon(qw_kernels *k) { (void)k; return 0; }
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#include <math.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* 8 weights -> two float32x4 (elements 0-3, 4-7). */
+INLINE void ld8_bf16(const uint16_t *p, float32x4_t *lo, float32x4_t *hi) {
+    uint16x8_t v = vld1q_u16(p);
+    *lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(v), 16));
+    *hi = vreinterpretq_f32_u32(vshll_high_n_u16(v, 16));
+}
+INLINE void ld8_f16(const uint16_t *p, float32x4_t *lo, float32x4_t *hi) {
+    float16x8_t v = vreinterpretq_f16_u16(vld1q_u16(p));
+    *lo = vcvt_f32_f16(vget_low_f16(v));
+    *hi = vcvt_high_f32_f16(v);
+}
+INLINE void ld8_f32(const float *p, float32x4_t *lo, float32x4_t *hi) {
+    *lo = vld1q_f32(p);
+    *hi = vld1q_f32(p + 4);
+}
+INLINE float cv_f32(float x) { return x; }
+INLINE float cv_bf16(uint16_t x) { return qw_bf16_to_f32(x); }
+INLINE float cv_f16(uint16_t x) { return qw_f16_to_f32(x); }
+
+/* {sum(a), sum(b), sum(c), sum(d)} */
+INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d) {
+    return vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d));
+}
+
+#define MATMUL(SUF, WT, LD8, CV)                                                                 \
+    /* R rows (1 or 4) x T tokens (1..4), full k, weights converted in registers. */             \
+    INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
+                           int64_t k, const int R, const int T) {                                \
+        float32x4_t acc[4][4];                                                                   \
+        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] =        \
+            vdupq_n_f32(0.0f);                                                                   \
+        int64_t i = 0;                                                                           \
+        for (; i + 8 <= k; i += 8) {                                                             \
+            float32x4_t wl[4], wh[4];                                                            \
+            UNROLL for (int r = 0; r < R; r++) LD8(w + r * k + i, &wl[r], &wh[r]);               \
+            UNROLL for (int t = 0; t < T; t++) {                                                 \
+                float32x4_t xl = vld1q_f32(X + t * ldx + i), xh = vld1q_f32(X + t * ldx + i + 4); \
+                UNROLL for (int r = 0; r < R; r++) {                                             \
+                    acc[r][t] = vfmaq_f32(acc[r][t], wl[r], xl);                                 \
+                    acc[r][t] = vfmaq_f32(acc[r][t], wh[r], xh);                                 \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        UNROLL for (int t = 0; t < T; t++) {                                                     \
+            float out[4];                                                                        \
+            if (R == 4)                                                                          \
+                vst1q_f32(out, hsum4x4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));             \
+            else                                                                                 \
+                out[0] = vaddvq_f32(acc[0][t]);                                                  \
+            UNROLL for (int r = 0; r < R; r++) {                                                 \
+                for (int64_t j = i; j < k; j++) out[r] += X[t * ldx + j] * CV(w[r * k + j]);     \
+                Y[t * ldy + r] = out[r];                                                         \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    static void tile_##SUF##_4_4(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
+                                 const WT *w, int64_t k) {                                       \
+        tile_##SUF(Y, ldy, X, ldx, w, k, 4, 4);                                                  \
+    }                                                                                            \
+    static void tile_##SUF##_4_2(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
+                                 const WT *w, int64_t k) {                                       \
+        tile_##SUF(Y, ldy, X, ldx, w, k, 4, 2);                                                  \
+    }                                                                                            \
+    static void tile_##SUF##_4_1(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
+                                 const WT *w, int64_t k) {                                       \
+        tile_##SUF(Y, ldy, X, ldx, w, k, 4, 1);                                                  \
+    }                                                                                            \
+    static void tile_##SUF##_1_4(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
+                                 const WT *w, int64_t k) {                                       \
+        tile_##SUF(Y, ldy, X, ldx, w, k, 1, 4);                                                  \
+    }                                                                                            \
+    static void tile_##SUF##_1_1(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
+                                 const WT *w, int64_t k) {                                       \
+        tile_##SUF(Y, ldy, X, ldx, w, k, 1, 1);                                                  \
+    }                                                                                            \
+    static void rows4_n1_##SUF(float *y, const float *x, const WT *w, int64_t k) {               \
+        const WT *w0 = w, *w1 = w + k, *w2 = w + 2 * k, *w3 = w + 3 * k;                         \
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                           \
+        float32x4_t b0 = a0, b1 = a0, b2 = a0, b3 = a0;                                          \
+        int64_t i = 0;                                                                           \
+        for (; i + 8 <= k; i += 8) {                                                             \
+            __builtin_prefetch(w0 + i + 256);                                                    \
+            __builtin_prefetch(w1 + i + 256);                                                    \
+            __builtin_prefetch(w2 + i + 256);                                                    \
+            __builtin_prefetch(w3 + i + 256);                                                    \
+            float32x4_t xl = vld1q_f32(x + i), xh = vld1q_f32(x + i + 4), l, h;                  \
+            LD8(w0 + i, &l, &h);                                                                 \
+            a0 = vfmaq_f32(a0, l, xl);                                                           \
+            b0 = vfmaq_f32(b0, h, xh);                                                           \
+            LD8(w1 + i, &l, &h);                                                                 \
+            a1 = vfmaq_f32(a1, l, xl);                                                           \
+            b1 = vfmaq_f32(b1, h, xh);                                                           \
+            LD8(w2 + i, &l, &h);                                                                 \
+            a2 = vfmaq_f32(a2, l, xl);                                                           \
+            b2 = vfmaq_f32(b2, h, xh);                                                           \
+            LD8(w3 + i, &l, &h);                                                                 \
+            a3 = vfmaq_f32(a3, l, xl);                                                           \
+            b3 = vfmaq_f32(b3, h, xh);                                                           \
+        }                                                                                        \
+        float out[4];                                                                            \
+        vst1q_f32(out, hsum4x4(vaddq_f32(a0, b0), vaddq_f32(a1, b1), vaddq_f32(a2, b2),          \
+                               vaddq_f32(a3, b3)));                                              \
+        for (; i < k; i++) {                                                                     \
+            float xi = x[i];                                                                     \
+            out[0] += xi * CV(w0[i]);                                                            \
+            out[1] += xi * CV(w1[i]);                                                            \
+            out[2] += xi * CV(w2[i]);                                                            \
+            out[3] += xi * CV(w3[i]);                                                            \
+        }                                                                                        \
+        y[0] = out[0], y[1] = out[1], y[2] = out[2], y[3] = out[3];                              \
+    }                                                                                            \
+    static void matmul_##SUF##_neon(float *Y, int64_t ldy, const float *X, int64_t ldx,          \
+                                    int64_t n, const void *W, int64_t k, int64_t o0,             \
+                                    int64_t o1) {                                                \
+        const WT *w = W;                                                                         \
+        if (n == 1) {                                                                            \
+            int64_t o = o0;                                                                      \
+            for (; o + 4 <= o1; o += 4) rows4_n1_##SUF(Y + o, X, w + o * k, k);                  \
+            for (; o < o1; o++) tile_##SUF##_1_1(Y + o, ldy, X, ldx, w + o * k, k);              \
+            return;                                                                              \
+        }                                                                                        \
+        /* Token blocks whose activations fit in a 256 KiB L2 share. */                          \
+        int64_t nb = (256 * 1024) / (k * 4 > 0 ? k * 4 : 1);                                     \
+        nb = nb < 4 ? 4 : nb - nb % 4;                                                           \
+        for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
+            int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
+            int64_t o = o0;                                                                      \
+            for (; o + 4 <= o1; o += 4) {                                                        \
+                int64_t t = t0;                                                                  \
+                for (; t + 4 <= t1; t += 4)                                                      \
+                    tile_##SUF##_4_4(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
+                for (; t + 2 <= t1; t += 2)                                                      \
+                    tile_##SUF##_4_2(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
+                for (; t < t1; t++)                                                              \
+                    tile_##SUF##_4_1(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
+            }                                                                                    \
+            for (; o < o1; o++) {                                                                \
+                int64_t t = t0;                                                                  \
+                for (; t + 4 <= t1; t += 4)                                                      \
+                    tile_##SUF##_1_4(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
+                for (; t < t1; t++)                                                              \
+                    tile_##SUF##_1_1(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+MATMUL(f32, float, ld8_f32, cv_f32)
+MATMUL(f16, uint16_t, ld8_f16, cv_f16)
+MATMUL(bf16, uint16_t, ld8_bf16, cv_bf16)
+
+static void to_f32_bf16_neon(float *y, const void *x, int64_t n) {
+    const uint16_t *h = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t lo, hi;
+        ld8_bf16(h + i, &lo, &hi);
+        vst1q_f32(y + i, lo);
+        vst1q_f32(y + i + 4, hi);
+    }
+    for (; i < n; i++) y[i] = qw_bf16_to_f32(h[i]);
+}
+
+static void to_f32_f16_neon(float *y, const void *x, int64_t n) {
+    const uint16_t *h = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t lo, hi;
+        ld8_f16(h + i, &lo, &hi);
+        vst1q_f32(y + i, lo);
+        vst1q_f32(y + i + 4, hi);
+    }
+    for (; i < n; i++) y[i] = qw_f16_to_f32(h[i]);
+}
+
+static float dot_neon(const float *a, const float *b, int64_t n) {
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void axpy_neon(float *y, float a, const float *x, int64_t n) {
+    float32x4_t av = vdupq_n_f32(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), av, vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static void scale_neon(float *y, float a, int64_t n) {
+    float32x4_t av = vdupq_n_f32(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_f32(vld1q_f32(y + i), av));
+    for (; i < n; i++) y[i] *= a;
+}
+
+static void add_neon(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+static void rmsnorm_neon(float *y, const float *x, const float *w, int64_t n, float eps) {
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(x + i + 4);
+        s0 = vfmaq_f32(s0, a, a);
+        s1 = vfmaq_f32(s1, b, b);
+    }
+    float ss = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    float32x4_t iv = vdupq_n_f32(inv);
+    for (i = 0; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vmulq_f32(vmulq_f32(vld1q_f32(x + i), iv), vld1q_f32(w + i)));
+    for (; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+INLINE float32x4_t exp4(float32x4_t x) {
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
+    float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(p, vreinterpretq_f32_s32(e));
+}
+
+static void silu_mul_neon(float *g, const float *u, int64_t n) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t x = vld1q_f32(g + i);
+        float32x4_t s = vdivq_f32(x, vaddq_f32(one, exp4(vnegq_f32(x))));
+        vst1q_f32(g + i, vmulq_f32(s, vld1q_f32(u + i)));
+    }
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void softmax_neon(float *x, int64_t n) {
+    if (n <= 0) return;
+    int64_t i = 0;
+    float mx = x[0];
+    if (n >= 4) {
+        float32x4_t m = vld1q_f32(x);
+        for (i = 4; i + 4 <= n; i += 4) m = vmaxq_f32(m, vld1q_f32(x + i));
+        mx = vmaxvq_f32(m);
+    }
+    for (; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    float32x4_t mv = vdupq_n_f32(mx), s = vdupq_n_f32(0.0f);
+    for (i = 0; i + 4 <= n; i += 4) {
+        float32x4_t e = exp4(vsubq_f32(vld1q_f32(x + i), mv));
+        vst1q_f32(x + i, e);
+        s = vaddq_f32(s, e);
+    }
+    float sum = vaddvq_f32(s);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    scale_neon(x, 1.0f / sum, n);
+}
+
+int kernels_fill_neon(qw_kernels *k) {
+    k->matmul[QW_F32] = matmul_f32_neon;
+    k->matmul[QW_F16] = matmul_f16_neon;
+    k->matmul[QW_BF16] = matmul_bf16_neon;
+    k->to_f32[QW_F16] = to_f32_f16_neon;
+    k->to_f32[QW_BF16] = to_f32_bf16_neon;
+    k->dot = dot_neon;
+    k->axpy = axpy_neon;
+    k->scale = scale_neon;
+    k->rmsnorm = rmsnorm_neon;
+    k->silu_mul = silu_mul_neon;
+    k->softmax = softmax_neon;
+    k->add = add_neon;
+    return 1;
+}
+
+#else
+
+int kernels_fill_neon(qw_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif
