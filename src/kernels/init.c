@@ -25,29 +25,48 @@ static const char *g_names[LV_COUNT + 1]; /* compiled levels, NULL-terminated */
 static const qw_kernels *g_cur;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* Levels compiled into this binary: the ISA files have real bodies only on
+ * their architecture (the Makefile gives *_avx2.c / *_avx512.c their flags on
+ * x86-64). A fill function is called only when the CPU runs that level: the
+ * compiler may use the file's ISA anywhere in it, even in the fill code. */
+#if defined(__x86_64__)
+enum { HAVE_AVX2 = 1, HAVE_AVX512 = 1, HAVE_NEON = 0 };
+#elif defined(__aarch64__)
+enum { HAVE_AVX2 = 0, HAVE_AVX512 = 0, HAVE_NEON = 1 };
+#else
+enum { HAVE_AVX2 = 0, HAVE_AVX512 = 0, HAVE_NEON = 0 };
+#endif
+
+static int cpu_has(int lv) { return (kernels_cpu_flags() & k_need[lv]) == k_need[lv]; }
+
 static void build(void) {
     int n = 0;
+    g_compiled[LV_REF] = 1;
+    g_compiled[LV_AVX2] = HAVE_AVX2;
+    g_compiled[LV_AVX512] = HAVE_AVX512;
+    g_compiled[LV_NEON] = HAVE_NEON;
     kernels_fill_ref(&g_tab[LV_REF]);
     g_tab[LV_REF].name = "ref";
-    g_compiled[LV_REF] = 1;
 
     g_tab[LV_AVX2] = g_tab[LV_REF];
-    g_compiled[LV_AVX2] = kernels_fill_avx2(&g_tab[LV_AVX2]);
+    if (g_compiled[LV_AVX2] && cpu_has(LV_AVX2))
+        g_compiled[LV_AVX2] = kernels_fill_avx2(&g_tab[LV_AVX2]);
     g_tab[LV_AVX2].name = "avx2";
 
     g_tab[LV_AVX512] = g_tab[LV_AVX2];
-    g_compiled[LV_AVX512] = g_compiled[LV_AVX2] && kernels_fill_avx512(&g_tab[LV_AVX512]);
+    if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512))
+        g_compiled[LV_AVX512] = kernels_fill_avx512(&g_tab[LV_AVX512]);
     g_tab[LV_AVX512].name = "avx512";
 
     g_tab[LV_NEON] = g_tab[LV_REF];
-    g_compiled[LV_NEON] = kernels_fill_neon(&g_tab[LV_NEON]);
+    if (g_compiled[LV_NEON] && cpu_has(LV_NEON))
+        g_compiled[LV_NEON] = kernels_fill_neon(&g_tab[LV_NEON]);
     g_tab[LV_NEON].name = "neon";
 
     for (int i = 0; i < LV_COUNT; i++)
         if (g_compiled[i]) g_names[n++] = k_all_names[i];
     g_names[n] = NULL;
     g_cur = &g_tab[LV_REF];
-    (void)kernels_cpu_flags(); /* detect once, here, before any thread asks */
 }
 
 static void ensure(void) { pthread_once(&g_once, build); }
@@ -58,9 +77,7 @@ static int find(const char *name) {
     return -1;
 }
 
-static int usable(int lv) {
-    return lv >= 0 && g_compiled[lv] && (kernels_cpu_flags() & k_need[lv]) == k_need[lv];
-}
+static int usable(int lv) { return lv >= 0 && g_compiled[lv] && cpu_has(lv); }
 
 static void known_list(char *buf, size_t cap) {
     buf[0] = 0;

@@ -19,7 +19,9 @@
 void kernels_fill_ref(qw_kernels *k);
 /* Overwrite the entries this ISA accelerates; return 1 if the level is
  * compiled into this binary, 0 if not (k untouched). The table must already
- * hold the lower level (dav1d style: ref, then ascending upgrades). */
+ * hold the lower level (dav1d style: ref, then ascending upgrades). Call only
+ * when the CPU runs the level: the fill code itself is compiled with the
+ * file's ISA flags and may use those instructions. */
 int kernels_fill_avx2(qw_kernels *k);
 int kernels_fill_avx512(qw_kernels *k);
 int kernels_fill_neon(qw_kernels *k);
