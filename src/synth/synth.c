@@ -53,22 +53,43 @@ static const char k_default_config[] =
     "  \"vocab_size\": 151936\n"
     "}\n";
 
-/* Qwen/Qwen2.5-0.5B-Instruct generation_config.json. */
-static const char k_generation_config[] =
-    "{\n"
-    "  \"bos_token_id\": 151643,\n"
-    "  \"pad_token_id\": 151643,\n"
-    "  \"do_sample\": true,\n"
-    "  \"eos_token_id\": [\n"
-    "    151645,\n"
-    "    151643\n"
-    "  ],\n"
-    "  \"repetition_penalty\": 1.1,\n"
-    "  \"temperature\": 0.7,\n"
-    "  \"top_p\": 0.8,\n"
-    "  \"top_k\": 20,\n"
-    "  \"transformers_version\": \"4.37.0\"\n"
-    "}\n";
+/* generation_config.json: Qwen/Qwen2.5-0.5B-Instruct's (EOS <|im_end|> and
+ * <|endoftext|>, BOS <|endoftext|>, its sampling defaults). For a smaller
+ * vocabulary, ids outside it are left out: the config's own eos_token_id
+ * when in range, else the last id, so that the folder always loads. */
+static int gen_config(char *out, size_t cap, const cJSON *root, int64_t vocab) {
+    int64_t eos[8];
+    int n = 0;
+    if (151645 < vocab) eos[n++] = 151645;
+    if (151643 < vocab) eos[n++] = 151643;
+    if (n == 0) {
+        const cJSON *ce = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+        const cJSON *it;
+        if (cJSON_IsNumber(ce) && ce->valuedouble >= 0 && ce->valuedouble < (double)vocab)
+            eos[n++] = (int64_t)ce->valuedouble;
+        else if (cJSON_IsArray(ce))
+            cJSON_ArrayForEach(it, ce) if (n < 8 && cJSON_IsNumber(it) && it->valuedouble >= 0 &&
+                                            it->valuedouble < (double)vocab) eos[n++] = (int64_t)it->valuedouble;
+        if (n == 0) eos[n++] = vocab - 1;
+    }
+    char list[256] = "";
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s\n    %lld", i ? "," : "", (long long)eos[i]);
+    char bos[64] = "";
+    if (151643 < vocab) snprintf(bos, sizeof bos, "  \"bos_token_id\": 151643,\n  \"pad_token_id\": 151643,\n");
+    int w = snprintf(out, cap,
+                     "{\n%s"
+                     "  \"do_sample\": true,\n"
+                     "  \"eos_token_id\": [%s\n  ],\n"
+                     "  \"repetition_penalty\": 1.1,\n"
+                     "  \"temperature\": 0.7,\n"
+                     "  \"top_p\": 0.8,\n"
+                     "  \"top_k\": 20,\n"
+                     "  \"transformers_version\": \"4.37.0\"\n"
+                     "}\n", bos, list);
+    return w > 0 && (size_t)w < cap ? w : -1;
+}
 
 const char *synth_default_config(void) { return k_default_config; }
 
@@ -527,9 +548,10 @@ int synth_write(const char *out_dir, const synth_opts *o, qw_err *err) {
     printed[pl] = '\n';
     printed[pl + 1] = 0;
     if (write_file_atomic(out_dir, "config.json", printed, pl + 1, err) != 0) goto out;
-    if (write_file_atomic(out_dir, "generation_config.json", k_generation_config,
-                          sizeof k_generation_config - 1, err) != 0)
-        goto out;
+    char gen[1024];
+    int gl = gen_config(gen, sizeof gen, root, s.vocab);
+    if (gl < 0) { qw_errf(err, "synth: generation_config.json too long"); goto out; }
+    if (write_file_atomic(out_dir, "generation_config.json", gen, (size_t)gl, err) != 0) goto out;
     if (!o->quiet)
         LOG_INFO("synth: writing %s/model.safetensors: %lld layers, hidden %lld, vocab %lld, %s, %.0f MB",
                  out_dir, (long long)s.n_layers, (long long)s.hidden, (long long)s.vocab,
