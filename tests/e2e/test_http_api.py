@@ -3,6 +3,7 @@ OpenAI chat API (plain HTTP and the official openai client), streaming,
 stop strings, seeds, unsupported fields, /v1/models, /tokenize,
 /detokenize, /metrics."""
 
+import http.client
 import json
 
 import openai
@@ -41,7 +42,30 @@ def detokenize(server, ids):
 def test_health(server):
     r = requests.get(server.url + "/health", timeout=10)
     assert r.status_code == 200
-    assert r.json() == {"status": "ok"}
+    assert r.json()["status"] == "ok"
+    assert server.host == "127.0.0.1", f"bound to {server.host} without --host"
+
+
+def test_keep_alive(server):
+    """HTTP/1.1 keep-alive: several requests on one connection."""
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        c.connect()
+        sock = c.sock
+        for i in range(3):
+            c.request("GET", "/health")
+            r = c.getresponse()
+            r.read()
+            assert r.status == 200
+            c.request("POST", "/v1/completions", body=json.dumps({"prompt": "hi", "max_tokens": 2}),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            json.loads(r.read())
+            assert r.status == 200
+            assert (r.getheader("Connection") or "").lower() != "close"
+            assert c.sock is sock, "the server closed the connection between requests"
+    finally:
+        c.close()
 
 
 def test_completions_seed_and_openai_fields(server):

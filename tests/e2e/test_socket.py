@@ -226,3 +226,29 @@ def test_socket_path_that_is_a_regular_file_is_refused(model_dir, sockdir):
     assert not alive, "server started on top of a regular file"
     assert p.proc.returncode not in (0, None) and p.proc.returncode > 0
     assert open(path).read() == "keep me"
+
+
+def test_client_hanging_up_cancels_its_request(model_dir, sockdir):
+    """--parallel 1: a long request whose client leaves must not hold the
+    only slot: the next request is served at once."""
+    path = os.path.join(sockdir, "hup.sock")
+    s = SocketServer(model_dir, path, "--parallel", "1")
+    _started.append(s)
+    try:
+        t_ref = time.monotonic()
+        tokens_of(ask(path, {"tokens": PROMPT, "max_tokens": 200, "temperature": 0}), 200)
+        per_token = (time.monotonic() - t_ref) / 200
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(path)
+        c.sendall(json.dumps({"tokens": PROMPT, "max_tokens": 3500, "temperature": 0}).encode() + b"\n")
+        time.sleep(0.3)
+        c.close()
+        t0 = time.monotonic()
+        tokens_of(ask(path, {"tokens": PROMPT, "max_tokens": 2}), 2)
+        dt = time.monotonic() - t0
+        # the abandoned request alone would need about 3500 * per_token seconds
+        assert dt < max(3.0, 3500 * per_token / 3), \
+            f"next request waited {dt:.1f} s (abandoned one would take ~{3500 * per_token:.1f} s)"
+        assert s.alive()
+    finally:
+        s.stop()
