@@ -1,5 +1,5 @@
 #!/bin/sh
-# venv.sh [--torch] [--llama] - create or update the Python tooling venv.
+# venv.sh [--torch] [--bench] - create or update the Python tooling venv.
 #
 # The venv lives in $VENV (default: .venv at the top of the checkout) and is made
 # with $PYTHON (default: python3). Versions are pinned so fixtures and benchmarks
@@ -8,10 +8,12 @@
 #   --torch    also torch (CPU), transformers, tokenizers, safetensors, gguf:
 #              what tools/make_fixtures.py needs. torch comes from the CPU wheel in
 #              $TORCH_WHEEL (default /opt/wheels/torch-2.13.0+cpu-cp311-cp311-
-#              manylinux_2_28_x86_64.whl) when that file exists, else from PyPI.
+#              manylinux_2_28_x86_64.whl); without that file it fails (the default PyPI
+#              torch pulls CUDA).
 #   --bench    numpy, safetensors, gguf and llama-cpp-python (built from source
 #              with CMAKE_ARGS=-DGGML_NATIVE=ON unless CMAKE_ARGS is set; this
-#              takes several minutes on 2 cores): what tools/bench.sh needs.
+#              takes several minutes on 2 cores; or from the wheel $LLAMA_WHEEL
+#              when that file exists): what tools/bench.sh needs.
 # Prints the venv's python path on the last line of stdout.
 set -eu
 
@@ -26,7 +28,7 @@ for a in "$@"; do
   case $a in
     --torch) want_torch=1 ;;
     --bench) want_bench=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "venv.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -78,6 +80,9 @@ fi
 if [ $want_bench = 1 ]; then
   todo=$(need "$BENCH_PKGS")
   [ -z "$todo" ] || $pip install -q $todo
+  if ! installed llama-cpp-python && [ -n "${LLAMA_WHEEL:-}" ] && [ -f "$LLAMA_WHEEL" ]; then
+    $pip install -q "$LLAMA_WHEEL"
+  fi
   if ! installed llama-cpp-python; then
     echo "venv.sh: building llama-cpp-python from source (several minutes)" >&2
     CMAKE_ARGS=${CMAKE_ARGS:--DGGML_NATIVE=ON} $pip install "$LLAMA_PKG"
