@@ -197,6 +197,11 @@ static void tile_rows(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_
             for (; o < o1; o++) Y[o] = row1_n1_##SUF(X, w + o * k, k);                           \
             return;                                                                              \
         }                                                                                        \
+        if (k == 0) { /* empty sums: the k-block loop below would not store */                 \
+            for (int64_t t = 0; t < n; t++)                                                      \
+                for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                         \
+            return;                                                                              \
+        }                                                                                        \
         float wbuf[4 * KC];                                                                      \
         int64_t nb = L2_BLOCK / (k * 4 > 0 ? k * 4 : 1);                                         \
         nb = nb < 3 ? 3 : nb - nb % 3;                                                           \

@@ -158,7 +158,7 @@ static void matmul_case(const qw_kernels *L, qw_dtype dt, int64_t n, int64_t k, 
 }
 
 static void check_matmul(const qw_kernels *L) {
-    static const int64_t ks[] = {1, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 896, 1000, 4867};
+    static const int64_t ks[] = {0, 1, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 896, 1000, 4867};
     for (int dt = 0; dt < QW_DTYPE_COUNT; dt++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             int64_t k = ks[ki];
