@@ -170,8 +170,12 @@ int mode_tokens(const qw_opts *o) {
     }
     int64_t need = (int64_t)n_ids + (o->logits_out ? 0 : n_new);
     if (need > n_ctx) {
-        fprintf(stderr, "qwenc: %d prompt tokens + %d to generate = %lld exceed the context of %d (raise --ctx, at most %d)\n",
-                n_ids, o->logits_out ? 0 : n_new, (long long)need, n_ctx, cfg->max_pos);
+        if (n_ctx < cfg->max_pos)
+            fprintf(stderr, "qwenc: %d prompt tokens + %d to generate = %lld exceed the context of %d (raise --ctx, at most %d)\n",
+                    n_ids, o->logits_out ? 0 : n_new, (long long)need, n_ctx, cfg->max_pos);
+        else
+            fprintf(stderr, "qwenc: %d prompt tokens + %d to generate = %lld exceed the model's context of %d positions\n",
+                    n_ids, o->logits_out ? 0 : n_new, (long long)need, n_ctx);
         status = 2;
         goto out;
     }
