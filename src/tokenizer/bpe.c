@@ -21,7 +21,8 @@ typedef struct sym {
 } sym;
 
 typedef struct cand {
-    int32_t rank, pos, id;
+    int32_t rank, pos, id;  /* merge rank, left symbol, merged token */
+    int32_t left, right;    /* the pair it was made for: stale if the symbols changed */
 } cand;
 
 int32_t tok_merge_find(const qw_tok *t, int32_t a, int32_t b, int32_t *id) {
@@ -129,27 +130,27 @@ static int bpe_run(const qw_tok *t, const unsigned char *w, size_t n, bpe_scratc
     for (size_t i = 0; i + 1 < ns; i++) {
         int32_t mid;
         int32_t r = tok_merge_find(t, s[i].id, s[i + 1].id, &mid);
-        if (r >= 0) heap_push(h, &nh, (cand){r, (int32_t)i, mid});
+        if (r >= 0) heap_push(h, &nh, (cand){r, (int32_t)i, mid, s[i].id, s[i + 1].id});
     }
     while (nh) {
         cand c = heap_pop(h, &nh);
         sym *l = &s[c.pos];
         if (!l->alive || l->next < 0) continue;
         sym *r = &s[l->next];
-        int32_t mid = -1;
+        int32_t mid;
         /* Stale if either side has changed since the candidate was made. */
-        if (tok_merge_find(t, l->id, r->id, &mid) != c.rank || mid != c.id) continue;
+        if (l->id != c.left || r->id != c.right) continue;
         l->id = c.id;
         r->alive = 0;
         l->next = r->next;
         if (r->next >= 0) s[r->next].prev = c.pos;
         if (l->prev >= 0) {
             int32_t rk = tok_merge_find(t, s[l->prev].id, l->id, &mid);
-            if (rk >= 0) heap_push(h, &nh, (cand){rk, l->prev, mid});
+            if (rk >= 0) heap_push(h, &nh, (cand){rk, l->prev, mid, s[l->prev].id, l->id});
         }
         if (l->next >= 0) {
             int32_t rk = tok_merge_find(t, l->id, s[l->next].id, &mid);
-            if (rk >= 0) heap_push(h, &nh, (cand){rk, c.pos, mid});
+            if (rk >= 0) heap_push(h, &nh, (cand){rk, c.pos, mid, l->id, s[l->next].id});
         }
     }
     for (int32_t i = 0; i >= 0; i = s[i].next)

@@ -242,12 +242,40 @@ static int nfc(const char *s, size_t n, char **out, size_t *out_len) {
     return 0;
 }
 
-/* Step 3: NFC, skipped when every character is below U+0300 (all such
- * strings are already NFC: nothing there composes or reorders). */
+/* Characters that NFC leaves alone in any company drawn from this set: each
+ * is a starter (class 0), is not excluded from composition, and is not the
+ * second element of any composition, so no two of them interact. Everything
+ * below U+0300, and the bulk of CJK, Hangul, kana, Cyrillic, Arabic, Thai,
+ * Devanagari, general punctuation and emoji. */
+static int nfc_inert(uint32_t cp) {
+    if (cp < 0x300) return 1;
+    if (cp < 0x3000) {
+        return (cp >= 0x400 && cp <= 0x482) || (cp >= 0x48A && cp <= 0x4FF) || (cp >= 0x620 && cp <= 0x64A) ||
+               (cp >= 0x660 && cp <= 0x66F) || (cp >= 0x671 && cp <= 0x6D5) || (cp >= 0x900 && cp <= 0x93B) ||
+               (cp >= 0x93D && cp <= 0x94C) || (cp >= 0x94E && cp <= 0x950) || (cp >= 0x955 && cp <= 0x957) ||
+               (cp >= 0x960 && cp <= 0x97F) || (cp >= 0xE01 && cp <= 0xE37) || (cp >= 0xE3F && cp <= 0xE47) ||
+               (cp >= 0xE4C && cp <= 0xE5B) || (cp >= 0x2002 && cp <= 0x20CF);
+    }
+    return (cp <= 0x3029) || (cp >= 0x3030 && cp <= 0x3098) || (cp >= 0x309B && cp <= 0x30FF) ||
+           (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
+           (cp >= 0xFF00 && cp <= 0xFFEF) || (cp >= 0x1F000 && cp <= 0x1FAFF);
+}
+
+/* Step 3: NFC, skipped when every character is inert (see nfc_inert). */
 static int normalize_segment(enc_ctx *c, const char *s, size_t n) {
     if (!c->t->nfc) return after_norm(c, s, n);
     size_t i = 0;
-    while (i < n && (unsigned char)s[i] < 0xCC) i++;
+    while (i < n) {
+        unsigned char b = (unsigned char)s[i];
+        if (b < 0xCC) {
+            i++; /* ASCII, or a lead byte below U+0300, or a continuation byte */
+            continue;
+        }
+        uint32_t cp;
+        int L = utf8_decode1((const unsigned char *)s + i, n - i, &cp);
+        if (!L || !nfc_inert(cp)) break;
+        i += (size_t)L;
+    }
     if (i == n) return after_norm(c, s, n);
     char *dst;
     size_t m;

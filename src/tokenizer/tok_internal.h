@@ -46,8 +46,8 @@ typedef struct tok_merge {
  * bytes that encode to up to CACHE_IMAX ids are kept. */
 #define TOK_CACHE_BITS 16
 #define TOK_CACHE_LOCKS 64
-#define TOK_CACHE_WMAX 22
-#define TOK_CACHE_IMAX 8
+#define TOK_CACHE_WMAX 54
+#define TOK_CACHE_IMAX 16
 typedef struct tok_cache_slot {
     uint64_t hash;
     uint8_t wlen, nid;
