@@ -356,7 +356,8 @@ static int http_get(puller *p, const char *url, const char *path, const char *na
     CURLcode cc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (x.bar_shown) fputc('\n', stderr);
+    /* A bar left half-drawn by a failed transfer gets its line ended. */
+    if (x.bar_shown && (cc != CURLE_OK || x.too_big || x.io_error)) fputc('\n', stderr);
     int closed = fclose(f);
     if (x.io_error || (cc == CURLE_OK && closed != 0))
         return qw_errf(err, "hub: %s: write failed: %s", path, strerror(x.io_error ? x.io_error : errno));
