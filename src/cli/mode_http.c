@@ -4,7 +4,7 @@
  * loads the engine, prints "qwenc: listening on http://HOST:PORT" on stderr
  * (--http 0 picks a free port; scripts read the port from this line), then
  * waits for SIGINT or SIGTERM. Shutdown: stop accepting, give running
- * requests up to 5 s to finish, cancel the rest, exit 0.
+ * requests up to 3 s to finish, cancel the rest, exit 0.
  */
 #include <signal.h>
 #include <pthread.h>
@@ -17,7 +17,7 @@
 #include "server/engine.h"
 #include "server/http.h"
 
-#define GRACE_S 5.0
+#define GRACE_S 3.0
 
 int mode_http(const qw_opts *o) {
     /* Signals are taken by sigwait() below; block them before any thread

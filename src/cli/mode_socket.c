@@ -1,6 +1,6 @@
 /* mode_socket.c - `qwenc MODEL --server PATH`: the Unix socket server
  * (protocol in src/server/sockserv.h). Runs until SIGINT or SIGTERM, then
- * stops accepting, gives running requests up to 5 s, removes the socket
+ * stops accepting, gives running requests up to 3 s, removes the socket
  * file and exits 0. */
 #include <pthread.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include "server/engine.h"
 #include "server/sockserv.h"
 
-#define GRACE_S 5.0
+#define GRACE_S 3.0
 
 int mode_socket(const qw_opts *o) {
     sigset_t set;

@@ -769,18 +769,33 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
         h->loopback = (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
         snprintf(h->bound_host, sizeof h->bound_host, "%s", addr);
     }
-    h->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)300, MHD_OPTION_END);
-    if (!h->d) {
-        qw_errf(err, "http: cannot listen on %s port %d (in use, or not an address of this machine?)", h->cfg.host,
-                cfg->port);
+    /* Bind the socket ourselves so the port is known (and h complete)
+     * before any connection thread can run. */
+    int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+    int one = 1;
+    socklen_t alen = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, alen) != 0 || listen(fd, 128) != 0) {
+        qw_errf(err, "http: cannot listen on %s port %d: %s", h->cfg.host, cfg->port, strerror(errno));
+        if (fd >= 0) close(fd);
         free(h);
         return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = di ? di->port : cfg->port;
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof bound;
+    h->port = cfg->port;
+    if (getsockname(fd, (struct sockaddr *)&bound, &bl) == 0)
+        h->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                    : ((struct sockaddr_in *)&bound)->sin_port);
+    h->d = MHD_start_daemon(flags, (uint16_t)h->port, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)h->cfg.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_END);
+    if (!h->d) {
+        qw_errf(err, "http: cannot start the HTTP server on %s port %d", h->cfg.host, h->port);
+        close(fd);
+        free(h);
+        return NULL;
+    }
     snprintf(h->url, sizeof h->url, "http://%s:%d", h->bound_host, h->port);
     return h;
 }
