@@ -18,12 +18,33 @@
 #include <string.h>
 
 #include "format/safetensors.h"
+#include "base/log.h"
 #include "model/model.h"
 
 typedef struct model_priv {
     st_set st;
-    float *vecs; /* one block holding every converted vector */
+    float *vecs;   /* one block holding every converted vector */
+    void **copies; /* aligned copies of misaligned tensors (rare) */
+    int n_copies;
 } model_priv;
+
+/* Kernels read weights as arrays of their element type, so the data must
+ * be aligned to the element size. Files written by transformers are (the
+ * header is padded to 8 bytes); for a file that is not, the tensor is copied
+ * once into an aligned buffer. Returns the pointer to use, NULL if out of
+ * memory. */
+static const void *aligned(model_priv *p, const st_tensor *t) {
+    if (((uintptr_t)t->data % (uintptr_t)t->elem_size) == 0) return t->data;
+    void **c = realloc(p->copies, (size_t)(p->n_copies + 1) * sizeof *c);
+    if (!c) return NULL;
+    p->copies = c;
+    void *d = malloc(t->nbytes ? (size_t)t->nbytes : 1);
+    if (!d) return NULL;
+    memcpy(d, t->data, (size_t)t->nbytes);
+    p->copies[p->n_copies++] = d;
+    if (p->n_copies == 1) LOG_WARN("model: tensor '%s' is not aligned in its file: copying misaligned tensors", t->name);
+    return d;
+}
 
 static int find(const st_set *st, const char *dir, const char *name, const st_tensor **out, const char **file,
                 qw_err *err) {
@@ -35,7 +56,7 @@ static int find(const st_set *st, const char *dir, const char *name, const st_te
     return 0;
 }
 
-static int get_mat(qw_mat *m, const st_set *st, const char *dir, const char *name, int64_t rows, int64_t cols,
+static int get_mat(qw_mat *m, model_priv *pv, const st_set *st, const char *dir, const char *name, int64_t rows, int64_t cols,
                    qw_err *err) {
     const st_tensor *t;
     const char *file = dir;
@@ -44,21 +65,24 @@ static int get_mat(qw_mat *m, const st_set *st, const char *dir, const char *nam
         return qw_errf(err, "model: %s: tensor '%s' has shape [%lld%s%lld], expected [%lld, %lld]", file, name,
                        (long long)(t->n_dims > 0 ? t->shape[0] : 0), t->n_dims == 2 ? ", " : "?, ",
                        (long long)(t->n_dims > 1 ? t->shape[1] : 0), (long long)rows, (long long)cols);
-    m->data = t->data;
+    m->data = aligned(pv, t);
+    if (!m->data) return qw_errf(err, "model: %s: out of memory", file);
     m->dtype = (qw_dtype)t->qdtype;
     m->rows = rows;
     m->cols = cols;
     return 0;
 }
 
-static int get_vec(float *dst, const st_set *st, const char *dir, const char *name, int64_t n, qw_err *err) {
+static int get_vec(float *dst, model_priv *pv, const st_set *st, const char *dir, const char *name, int64_t n, qw_err *err) {
     const st_tensor *t;
     const char *file = dir;
     if (find(st, dir, name, &t, &file, err)) return -1;
     if (t->n_dims != 1 || t->shape[0] != n)
         return qw_errf(err, "model: %s: tensor '%s' has %d dims / %lld elements, expected [%lld]", file, name,
                        t->n_dims, (long long)t->numel, (long long)n);
-    kernels()->to_f32[t->qdtype](dst, t->data, n);
+    const void *src = aligned(pv, t);
+    if (!src) return qw_errf(err, "model: %s: out of memory", file);
+    kernels()->to_f32[t->qdtype](dst, src, n);
     return 0;
 }
 
@@ -96,18 +120,18 @@ int model_load(qw_model **out, const char *dir, qw_err *err) {
 
     if (st_open_dir(&p->st, dir, err)) goto fail;
     const st_set *st = &p->st;
-    if (get_mat(&m->embed, st, dir, "model.embed_tokens.weight", c->vocab, H, err)) goto fail;
+    if (get_mat(&m->embed, p, st, dir, "model.embed_tokens.weight", c->vocab, H, err)) goto fail;
     m->weight_bytes = mat_bytes(&m->embed);
     if (c->tie_embeddings) {
         m->lm_head = m->embed;
     } else {
-        if (get_mat(&m->lm_head, st, dir, "lm_head.weight", c->vocab, H, err)) goto fail;
+        if (get_mat(&m->lm_head, p, st, dir, "lm_head.weight", c->vocab, H, err)) goto fail;
         m->weight_bytes += mat_bytes(&m->lm_head);
     }
     float *v = p->vecs;
     m->final_norm = v;
     v += H;
-    if (get_vec(m->final_norm, st, dir, "model.norm.weight", H, err)) goto fail;
+    if (get_vec(m->final_norm, p, st, dir, "model.norm.weight", H, err)) goto fail;
     char name[256];
     for (int l = 0; l < c->n_layers; l++) {
         qw_layer *L = &m->layers[l];
@@ -117,18 +141,18 @@ int model_load(qw_model **out, const char *dir, qw_err *err) {
         L->bk = v, v += KV;
         L->bv = v, v += KV;
 #define NAME(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), name)
-        if (get_vec(L->attn_norm, st, dir, NAME("input_layernorm.weight"), H, err) ||
-            get_vec(L->mlp_norm, st, dir, NAME("post_attention_layernorm.weight"), H, err) ||
-            get_mat(&L->wq, st, dir, NAME("self_attn.q_proj.weight"), Q, H, err) ||
-            get_vec(L->bq, st, dir, NAME("self_attn.q_proj.bias"), Q, err) ||
-            get_mat(&L->wk, st, dir, NAME("self_attn.k_proj.weight"), KV, H, err) ||
-            get_vec(L->bk, st, dir, NAME("self_attn.k_proj.bias"), KV, err) ||
-            get_mat(&L->wv, st, dir, NAME("self_attn.v_proj.weight"), KV, H, err) ||
-            get_vec(L->bv, st, dir, NAME("self_attn.v_proj.bias"), KV, err) ||
-            get_mat(&L->wo, st, dir, NAME("self_attn.o_proj.weight"), H, Q, err) ||
-            get_mat(&L->w_gate, st, dir, NAME("mlp.gate_proj.weight"), I, H, err) ||
-            get_mat(&L->w_up, st, dir, NAME("mlp.up_proj.weight"), I, H, err) ||
-            get_mat(&L->w_down, st, dir, NAME("mlp.down_proj.weight"), H, I, err))
+        if (get_vec(L->attn_norm, p, st, dir, NAME("input_layernorm.weight"), H, err) ||
+            get_vec(L->mlp_norm, p, st, dir, NAME("post_attention_layernorm.weight"), H, err) ||
+            get_mat(&L->wq, p, st, dir, NAME("self_attn.q_proj.weight"), Q, H, err) ||
+            get_vec(L->bq, p, st, dir, NAME("self_attn.q_proj.bias"), Q, err) ||
+            get_mat(&L->wk, p, st, dir, NAME("self_attn.k_proj.weight"), KV, H, err) ||
+            get_vec(L->bk, p, st, dir, NAME("self_attn.k_proj.bias"), KV, err) ||
+            get_mat(&L->wv, p, st, dir, NAME("self_attn.v_proj.weight"), KV, H, err) ||
+            get_vec(L->bv, p, st, dir, NAME("self_attn.v_proj.bias"), KV, err) ||
+            get_mat(&L->wo, p, st, dir, NAME("self_attn.o_proj.weight"), H, Q, err) ||
+            get_mat(&L->w_gate, p, st, dir, NAME("mlp.gate_proj.weight"), I, H, err) ||
+            get_mat(&L->w_up, p, st, dir, NAME("mlp.up_proj.weight"), I, H, err) ||
+            get_mat(&L->w_down, p, st, dir, NAME("mlp.down_proj.weight"), H, I, err))
             goto fail;
 #undef NAME
         m->weight_bytes += mat_bytes(&L->wq) + mat_bytes(&L->wk) + mat_bytes(&L->wv) + mat_bytes(&L->wo) +
@@ -147,6 +171,8 @@ void model_free(qw_model *m) {
     if (p) {
         st_close(&p->st);
         free(p->vecs);
+        for (int i = 0; i < p->n_copies; i++) free(p->copies[i]);
+        free(p->copies);
         free(p);
     }
     free(m->layers);

@@ -61,6 +61,9 @@ static void build_list(int tied) {
     }
 }
 
+static int g_pad = 1; /* pad the header to 8 bytes, as transformers does */
+static int g_mis = 0; /* 1: one extra space so that every tensor is misaligned */
+
 static int esize(const char *dt) { return !strcmp(dt, "F32") || !strcmp(dt, "I32") ? 4 : 2; }
 
 /* Writes tensors [from, to) of T into path; `cut` bytes removed from the end. */
@@ -82,6 +85,8 @@ static void write_st(const char *path, int from, int to, int cut) {
         off += n;
     }
     hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl, "}");
+    while (g_pad && hl % 8) hdr[hl++] = ' ';
+    if (g_mis) hdr[hl++] = ' ';
     uint8_t *data = malloc(off + 1);
     uint64_t seed = 99;
     for (int i = from, o = 0; i < to; i++) {
@@ -187,6 +192,7 @@ int main(void) {
     write_config(0);
     write_st(st_path, 0, nt, 0);
     qw_model *m = NULL;
+    float first[VOC];
     CHECK(model_load(&m, dir, &err) == 0, "valid model: %s", err.msg);
     if (m) {
         CHECK(m->cfg.n_layers == NL && m->layers[1].wq.rows == NH * HD && m->layers[1].wq.cols == H &&
@@ -204,6 +210,7 @@ int main(void) {
             CHECK(forward_tokens(c, pool, 3, tok, pos, sl, &err) == 0, "prefill: %s", err.msg);
             float a[VOC], b[VOC];
             memcpy(a, ctx_logits(c, 2), sizeof a);
+            memcpy(first, a, sizeof a);
             int finite = 1;
             for (int v = 0; v < VOC; v++) finite &= a[v] == a[v] && a[v] < 1e30f && a[v] > -1e30f;
             CHECK(finite, "logits not finite");
@@ -242,6 +249,21 @@ int main(void) {
         }
         CHECK(ctx_create(m, 1, 65, 4, &err) == NULL && strstr(err.msg, "max_position_embeddings"),
               "context above max_position_embeddings: %s", err.msg);
+        model_free(m);
+    }
+
+    /* a file whose tensors are misaligned still loads and gives the same logits */
+    g_mis = 1;
+    write_st(st_path, 0, nt, 0);
+    g_mis = 0;
+    m = NULL;
+    CHECK(model_load(&m, dir, &err) == 0, "misaligned model: %s", err.msg);
+    if (m) {
+        qw_ctx *c = ctx_create(m, 1, 16, 4, &err);
+        int32_t tok[3] = {3, 7, 11}, pos[3] = {0, 1, 2};
+        CHECK(c && forward_tokens(c, pool, 3, tok, pos, NULL, &err) == 0, "misaligned forward: %s", err.msg);
+        if (c) CHECK(!memcmp(ctx_logits(c, 2), first, sizeof first), "misaligned model gives other logits");
+        ctx_free(c);
         model_free(m);
     }
 
