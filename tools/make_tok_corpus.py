@@ -453,6 +453,28 @@ def gen_chats(rng, strings):
     return chats
 
 
+def make_flags_tokenizer(pattern):
+    """A small byte-level BPE with added tokens using every flag (lstrip,
+    rstrip, single_word, normalized, special), to check how they split."""
+    from tokenizers import Tokenizer, models, trainers, pre_tokenizers, normalizers, decoders, Regex, AddedToken
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             show_progress=False)
+    tok.train_from_iterator(PROSE * 20 + CJK * 5 + ["words and more words, café naïve"] * 20, tr)
+    tok.add_tokens([AddedToken("[R]", rstrip=True, normalized=False),
+                    AddedToken("word", single_word=True, normalized=False),
+                    AddedToken("caf\u00e9", normalized=True),
+                    AddedToken("<both>", lstrip=True, rstrip=True, normalized=False)])
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, normalized=False),
+                            AddedToken("<s>", normalized=False)])
+    return tok
+
+
 def cmd_corpus(args):
     import tempfile
     from tokenizers import Tokenizer
@@ -523,6 +545,22 @@ def cmd_corpus(args):
     write_xz(os.path.join(FIX, "corpus_chat.jsonl.xz"),
              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chat_lines).encode("utf-8"))
     print(f"chat: {len(chat_lines)} conversations")
+
+    pattern = json.load(open(os.path.join(fixdir, "qwen2.5", "tokenizer.json"),
+                             encoding="utf-8"))["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+    ft = make_flags_tokenizer(pattern)
+    write_xz(os.path.join(FIX, "flags", "tokenizer.json.xz"), ft.to_str().encode("utf-8"))
+    parts = ["<mask>", "<s>", "[R]", "word", "words", "sword", "word_", "café", "cafe\u0301", "<both>",
+             " ", "  ", "\t", "\n", "\u3000", "a", "the", "中", ".", "_", "1", "é"]
+    flag_lines = []
+    for _ in range(600):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(1, 10)))
+        enc = ft.encode(text, add_special_tokens=False).ids
+        flag_lines.append({"text": text, "ids": enc, "dec": ft.decode(enc, skip_special_tokens=False),
+                           "dec_skip": ft.decode(enc, skip_special_tokens=True)})
+    write_xz(os.path.join(FIX, "corpus_flags.jsonl.xz"),
+             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in flag_lines).encode("utf-8"))
+    print(f"flags: {len(flag_lines)} cases")
 
 
 def cmd_ccc(args):

@@ -81,14 +81,20 @@ static int is_ws(uint32_t c) {
            c == 0x3000;
 }
 
-/* Rust's char::is_alphanumeric (Alphabetic or Numeric), approximated by the
- * general categories L*, Nl, Nd, No, plus '_' (single_word's word character). */
+/* A word character for single_word: `tokenizers` tests the neighbours with
+ * the regex crate's Unicode \w, i.e. Alphabetic, marks, decimal digits,
+ * connector punctuation and the join controls. Alphabetic is approximated
+ * by the letters, letter numbers and the Other_Alphabetic symbols (circled,
+ * parenthesised and squared Latin letters). */
 static int is_word(uint32_t c) {
-    if (c == '_') return 1;
-    if (c < 0x80) return (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    if (c < 0x80) return c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    if (c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+        (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189))
+        return 1;
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
     return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) ||
-           (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO);
+           (k >= UTF8PROC_CATEGORY_MN && k <= UTF8PROC_CATEGORY_ME) || k == UTF8PROC_CATEGORY_ND ||
+           k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC;
 }
 
 /* The code point that ends at s[end) (s valid UTF-8); 0 if end == 0. */

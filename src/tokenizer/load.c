@@ -418,14 +418,14 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
     if (!t->flags || !t->off) goto oom;
 
     /* Decoded bytes of every id: the added token's content wins over the
-     * vocabulary (as `tokenizers` looks up added tokens first). */
+     * vocabulary (as `tokenizers` looks up added tokens first), and goes
+     * through the ByteLevel decoder like any token (so an added "café"
+     * decodes to the bytes 63 61 66 E9, as `tokenizers` does). */
     const char **src = calloc((size_t)t->n_ids, sizeof *src);
     uint32_t *srclen = calloc((size_t)t->n_ids, sizeof *srclen);
-    uint8_t *raw = calloc((size_t)t->n_ids, 1);
-    if (!src || !srclen || !raw) {
+    if (!src || !srclen) {
         free(src);
         free(srclen);
-        free(raw);
         goto oom;
     }
     for (size_t i = 0; i < b->n_names; i++) {
@@ -438,7 +438,6 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
         int32_t id = b->added[i].id;
         src[id] = b->added[i].text;
         srclen[id] = (uint32_t)b->added[i].len;
-        raw[id] = 1;
         t->flags[id] |= TOKF_EXISTS | TOKF_ADDED | (b->added[i].special ? TOKF_SPECIAL : 0);
     }
     size_t total = 0;
@@ -447,7 +446,6 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
         if (total > UINT32_MAX) {
             free(src);
             free(srclen);
-            free(raw);
             return qw_errf(err, "tok_load: %s: vocabulary too large", b->file);
         }
     }
@@ -455,27 +453,19 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
     if (!t->bytes) {
         free(src);
         free(srclen);
-        free(raw);
         goto oom;
     }
     size_t at = 0;
     for (int32_t id = 0; id < t->n_ids; id++) {
         t->off[id] = (uint32_t)at;
         if (!src[id]) continue;
-        size_t n;
-        if (raw[id]) {
-            memcpy(t->bytes + at, src[id], srclen[id]);
-            n = srclen[id];
-        } else {
-            n = bytelevel_decode(src[id], srclen[id], t->bytes + at);
-        }
+        size_t n = bytelevel_decode(src[id], srclen[id], t->bytes + at);
         if (n > t->max_token_len) t->max_token_len = n;
         at += n;
     }
     t->off[t->n_ids] = (uint32_t)at;
     free(src);
     free(srclen);
-    free(raw);
 
     /* Spellings -> ids (vocabulary, then added tokens over them). */
     t->name_pool = b->pool.p;
