@@ -729,6 +729,19 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
     if (!p.headers) { qw_errf(err, "hub: out of memory"); goto out_curl; }
     if (hub_commit_valid(rev, NULL) == 0) snprintf(p.commit, sizeof p.commit, "%s", rev);
 
+    const char *off = getenv("HF_HUB_OFFLINE");
+    if (off && *off && strcmp(off, "0") != 0 && strcasecmp(off, "false") != 0) {
+        /* huggingface_hub's offline mode: the cache or nothing. */
+        *snapshot = hub_snapshot_dir(repo, rev, err);
+        if (*snapshot) {
+            if (p.progress != HUB_PROGRESS_NONE)
+                fprintf(stderr, "qwenc pull: HF_HUB_OFFLINE is set: using the cached %s\n", *snapshot);
+            rc = 0;
+        } else {
+            qw_err_prefix(err, "hub: HF_HUB_OFFLINE is set and %s is not cached", repo);
+        }
+        goto out_curl;
+    }
     if (p.progress != HUB_PROGRESS_NONE) fprintf(stderr, "qwenc pull: %s (%s) from %s\n", repo, rev, endpoint);
     /* config.json first: it tells the commit. The hub unreachable is not an
      * error when this revision is already in the cache. */

@@ -15,6 +15,7 @@
  * Files: config.json (required), generation_config.json, tokenizer.json,
  * tokenizer_config.json, vocab.json, merges.txt (optional: a 404 is skipped),
  * then model.safetensors.index.json and its shards, else model.safetensors.
+ * HF_HUB_OFFLINE=1 (as huggingface_hub) resolves from the cache only.
  */
 #ifndef QW_HUB_DOWNLOAD_H
 #define QW_HUB_DOWNLOAD_H

@@ -90,6 +90,7 @@ def env_for(tmp_path, url):
     env["HF_HOME"] = str(tmp_path / "hf")
     env["HF_ENDPOINT"] = url
     env.pop("HF_TOKEN", None)
+    env.pop("HF_HUB_OFFLINE", None)
     env.pop("HF_HUB_CACHE", None)
     env.pop("HUGGINGFACE_HUB_CACHE", None)
     return env
@@ -293,6 +294,16 @@ def test_missing_repo_file_and_unreachable(repo_folder, hub_env, tmp_path):
     r = pull(env)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 0 and "unreachable" in err and "cached" in err, err
+
+    # HF_HUB_OFFLINE=1: the cache without asking the hub; an uncached repo fails.
+    n_before = len(hub2.requests())
+    env["HF_ENDPOINT"] = hub2.url
+    env["HF_HUB_OFFLINE"] = "1"
+    r = pull(env)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    assert len(hub2.requests()) == n_before, "offline mode contacted the hub"
+    r = run([QWENC, "pull", "other/model"], env=env)
+    assert r.returncode == 1 and b"HF_HUB_OFFLINE" in r.stderr, r.stderr
 
 
 def test_model_resolved_from_cache(repo_folder, model_dir, hub_env, tmp_path):
