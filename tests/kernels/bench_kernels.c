@@ -9,6 +9,10 @@
  *  - matmul GFLOP/s (2 n rows k) for n = 32, 128, 512 tokens on 4864 x 896
  *    (BF16, F16, F32), 1 and 2 threads;
  *  and a memory read-bandwidth probe (plain C streaming sum, 1 and 2 threads).
+ *  - a kernel-only decode step of Qwen2.5-0.5B (24 layers of q/k/v/o/gate/
+ *    up/down matvecs plus the 151936 x 896 lm_head, each weight in its own
+ *    buffer, ~1 GB of BF16 streamed from DRAM): ms per step, GB/s, and the
+ *    tok/s ceiling it implies for the matmuls alone.
  * Usage: bench_kernels [level ...]   (default: every level; ref skips n >= 128)
  */
 #include <stdint.h>
@@ -162,6 +166,45 @@ out:
     free(Y);
 }
 
+/* One decode step's matvecs over distinct weights (Qwen2.5-0.5B shapes). */
+static void bench_decode_step(const qw_kernels *L, qw_pool *pools[2]) {
+    static const int64_t shapes[7][2] = {{896, 896}, {128, 896}, {128, 896}, {896, 896},
+                                         {4864, 896}, {4864, 896}, {896, 4864}};
+    const int layers = 24;
+    size_t total = (size_t)151936 * 896 * 2;
+    for (int s = 0; s < 7; s++) total += (size_t)layers * (size_t)(shapes[s][0] * shapes[s][1] * 2);
+    uint8_t *W = alloc_fill(total);
+    float *X = malloc(4864 * 4), *Y = malloc(151936 * 4);
+    if (!W || !X || !Y) goto out;
+    for (int i = 0; i < 4864; i++) X[i] = (float)(i % 7) * 0.1f - 0.3f;
+    for (int ti = 0; ti < 2; ti++) {
+        double best = 1e9;
+        for (int rep = 0; rep < 3; rep++) {
+            size_t off = 0;
+            double t0 = qw_now();
+            for (int l = 0; l < layers; l++)
+                for (int s = 0; s < 7; s++) {
+                    mm_job j = {.L = L, .dt = QW_BF16, .Y = Y, .X = X, .n = 1, .k = shapes[s][1],
+                                .rows = shapes[s][0], .W = W + off};
+                    pool_run(pools[ti], mm_fn, &j);
+                    off += (size_t)(shapes[s][0] * shapes[s][1] * 2);
+                }
+            mm_job j = {.L = L, .dt = QW_BF16, .Y = Y, .X = X, .n = 1, .k = 896, .rows = 151936,
+                        .W = W + off};
+            pool_run(pools[ti], mm_fn, &j);
+            double t = qw_now() - t0;
+            if (t < best) best = t;
+        }
+        printf("  %-6s decode step (24 layers + lm_head, %.0f MB BF16) %d thr: %6.1f ms, %5.1f GB/s, "
+               "%5.1f tok/s ceiling\n",
+               L->name, (double)total / 1e6, ti + 1, best * 1e3, (double)total / best / 1e9, 1.0 / best);
+    }
+out:
+    free(W);
+    free(X);
+    free(Y);
+}
+
 int main(int argc, char **argv) {
     qw_err err;
     qw_log_set_level(QW_LOG_WARN);
@@ -179,6 +222,7 @@ int main(int argc, char **argv) {
         for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], names[i]);
         const qw_kernels *L = kernels_level(names[i]);
         if (!want || !L) continue;
+        bench_decode_step(L, pools);
         bench_matvec(L, pools, 896, 4864);
         bench_matvec(L, pools, 4864, 896);
         bench_matvec(L, pools, 151936, 896);
