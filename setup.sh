@@ -112,12 +112,17 @@ fi
 say "2/5 build"
 mkdir -p build
 JOBS=$( (nproc || sysctl -n hw.ncpu) 2>/dev/null || echo 2)
-if ! make -j"$JOBS" qwenc >build/setup-build.log 2>&1; then
+# build/qwenc, then ./qwenc replaced by rename: a server already running from
+# ./qwenc (a previous ./setup.sh) keeps its copy and the build still succeeds.
+if ! make -j"$JOBS" build/qwenc >build/setup-build.log 2>&1; then
   tail -n 40 build/setup-build.log >&2
   echo "setup.sh: the build failed (full log: build/setup-build.log)" >&2
   exit 1
 fi
-if grep -q -E '^(cc|gcc|clang|ar) ' build/setup-build.log; then echo "built ./qwenc"; else echo "./qwenc is up to date"; fi
+if cmp -s build/qwenc qwenc; then echo "./qwenc is up to date"; else
+  cp build/qwenc "qwenc.tmp.$$" && mv -f "qwenc.tmp.$$" qwenc
+  echo "built ./qwenc"
+fi
 rm -f build/setup-build.log
 
 # ---------------------------------------------------------------------------
