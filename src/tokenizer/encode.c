@@ -311,7 +311,7 @@ int tok_encode(const qw_tok *t, const char *text, size_t len, int32_t **ids, siz
         }
     }
     /* Roughly one id per 3-4 bytes of text: reserve once. */
-    c.out.cap = len / 3 + 16;
+    c.out.cap = (len < ((size_t)3 << 20) ? len : ((size_t)3 << 20)) / 3 + 16;
     c.out.v = malloc(c.out.cap * sizeof *c.out.v);
     if (!c.out.v) {
         oom(&c);

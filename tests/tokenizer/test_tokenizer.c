@@ -12,7 +12,10 @@
  *     characters, and replaces invalid bytes;
  *   - the chat template renders and encodes conversations exactly as
  *     transformers' apply_chat_template;
- *   - vocab.json + merges.txt (+ tokenizer_config.json) load to the same tokenizer;
+ *   - vocab.json + merges.txt (+ tokenizer_config.json), and tokenizer.json
+ *     with "a b" string merges, load to the same tokenizer;
+ *   - added-token flags (lstrip, rstrip, single_word, normalized, special)
+ *     split as in `tokenizers` (a tiny tokenizer built by the same script);
  *   - many threads encoding at once get the same ids;
  *   - hostile inputs (100 000-char words, random bytes) finish and round-trip;
  *   - malformed tokenizer files are rejected with a message.
@@ -639,6 +642,55 @@ static void check_slow_format(const char *fixdir, ccase *cs, size_t n) {
     rmdir(dir);
 }
 
+/* tokenizer.json with merges in the older "left right" string form (the form
+ * Qwen2.5's own tokenizer.json uses) loads to the same tokenizer. */
+static void check_string_merges(const char *fixdir, ccase *cs, size_t n) {
+    char path[1200], dir[] = "/tmp/qwenc_smerge_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    snprintf(path, sizeof path, "%s/qwen2.5/tokenizer.json", fixdir);
+    char *js = read_all(path, NULL);
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    CHECK(root != NULL, "parse %s", path);
+    if (!root) return;
+    cJSON *merges = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "model"), "merges");
+    cJSON *strs = cJSON_CreateArray();
+    for (cJSON *m = merges->child; m; m = m->next) {
+        char buf[1024];
+        if (cJSON_IsArray(m))
+            snprintf(buf, sizeof buf, "%s %s", cJSON_GetArrayItem(m, 0)->valuestring,
+                     cJSON_GetArrayItem(m, 1)->valuestring);
+        else
+            snprintf(buf, sizeof buf, "%s", m->valuestring);
+        cJSON_AddItemToArray(strs, cJSON_CreateString(buf));
+    }
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(root, "model"), "merges", strs);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    write_file(path, out);
+    free(out);
+    qw_tok *t = NULL;
+    qw_err err = {{0}};
+    int rc = tok_load(&t, dir, &err);
+    CHECK(rc == 0, "string-merges tokenizer.json: %s", err.msg);
+    if (rc == 0) {
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            int32_t *ids;
+            size_t nid;
+            if (tok_encode(t, cs[i].text, cs[i].len, &ids, &nid, NULL) || !same_ids(ids, nid, cs[i].ids25, cs[i].n25))
+                bad++;
+            free(ids);
+        }
+        printf("tokenizer.json with \"a b\" merges: %zu of %zu cases differ\n", bad, n);
+        CHECK(bad == 0, "string merges: %zu cases differ", bad);
+        tok_free(t);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const char *env = getenv("QWENC_TOK_FIXTURES");
     const char *build = getenv("BUILD");
@@ -678,6 +730,7 @@ int main(void) {
         check_corpus(t3, "qwen3", cs, n, 1, 5000);
         check_threads(t25, cs, n);
         check_slow_format(g_fix, cs, n < 1500 ? n : 1500);
+        check_string_merges(g_fix, cs, n < 1500 ? n : 1500);
     }
     /* A tiny tokenizer whose added tokens use every flag (lstrip, rstrip,
      * single_word, normalized, special). */
