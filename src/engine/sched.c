@@ -219,14 +219,20 @@ static int step(qw_sched *s) {
         n++;
         n_decode++;
     }
-    for (int i = 0; i < s->n_slots && n < s->max_batch; i++) {
+    /* Prompt tokens this step: while others are generating, at most
+     * prefill_chunk / 2 (so one long prompt delays their next token by a
+     * bounded amount); otherwise as many as fit. */
+    int budget = s->max_batch - n;
+    if (n_decode > 0 && budget > s->prefill_chunk / 2) budget = s->prefill_chunk / 2 > 0 ? s->prefill_chunk / 2 : 1;
+    int limit = n + budget;
+    for (int i = 0; i < s->n_slots && n < limit; i++) {
         slot *sl = &s->slots[i];
         if (!sl->req || !sl->prefilling) continue;
         qw_req *r = sl->req;
         int left = r->n_prompt - sl->n_past;
         int take = left;
         if (take > s->prefill_chunk) take = s->prefill_chunk;
-        if (take > s->max_batch - n) take = s->max_batch - n;
+        if (take > limit - n) take = limit - n;
         for (int k = 0; k < take; k++) {
             s->b_tok[n] = r->toks[sl->n_past + k];
             s->b_pos[n] = sl->n_past + k;

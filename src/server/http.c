@@ -3,7 +3,7 @@
  * Each connection has its own thread (MHD_USE_THREAD_PER_CONNECTION), so a
  * handler may block: the non-streaming generation handler waits for its
  * request in the access callback, the streaming one in the content-reader
- * callback. While waiting, both peek at the socket every 50 ms; a closed
+ * callback. While waiting, both peek at the socket every 20 ms; a closed
  * socket cancels the request so the engine frees the slot at its next step.
  */
 #include "server/http.h"
@@ -27,7 +27,7 @@
 #include "server/api.h"
 #include "server/session.h"
 
-#define POLL_S 0.05
+#define POLL_S 0.02
 
 struct qw_http {
     qw_http_cfg cfg;
@@ -514,6 +514,7 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
     char *text = NULL;
     size_t tl = 0, tcap = 0;
     int pr;
+    double last_check = qw_now();
     for (;;) {
         pr = session_poll(&s, POLL_S);
         if (pr < 0) break;
@@ -533,7 +534,11 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
             tl += s.piece_len;
         }
         if (pr == 1) break;
-        if (s.piece_len == 0 && peer_gone(fd)) {
+        /* Tokens may flow without a pause: check the peer by the clock. */
+        double now = qw_now();
+        if (now - last_check < POLL_S) continue;
+        last_check = now;
+        if (peer_gone(fd)) {
             LOG_DEBUG("http: client went away; cancelling");
             session_free(&s);
             api_req_free(&req);
@@ -789,7 +794,7 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
                                                     : ((struct sockaddr_in *)&bound)->sin_port);
     h->d = MHD_start_daemon(flags, (uint16_t)h->port, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)h->cfg.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_END);
+                            (unsigned)h->cfg.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!h->d) {
         qw_errf(err, "http: cannot start the HTTP server on %s port %d", h->cfg.host, h->port);
         close(fd);
