@@ -15,7 +15,7 @@
  *
  * Threads: every matmul is split by output rows over the pool (all n tokens
  * of the batch go through one kernel call, so prefill is matrix-matrix);
- * attention is split over (token, head) pairs. The small per-token steps
+ * attention is split over (token, kv head) pairs. The small per-token steps
  * (norms, bias, RoPE, residual adds) run on the calling thread.
  */
 #include "infer/forward.h"
@@ -37,10 +37,14 @@ struct qw_ctx {
     const qw_model *m;
     int n_slots, n_ctx, max_batch;
     int hd, nh, nkv, q_dim, kv_dim;
-    int64_t layer_stride; /* floats per layer in one slot's cache: n_ctx * kv_dim */
+    int64_t head_stride;  /* floats per kv head in one layer: n_ctx * hd */
+    int64_t layer_stride; /* floats per layer in one slot's cache: n_kv_heads * head_stride */
     int64_t slot_stride;  /* floats per slot: n_layers * layer_stride */
-    float *k_cache;       /* [n_slots][n_layers][n_ctx][kv_dim] */
-    float *v_cache;       /* [n_slots][n_layers][n_ctx][kv_dim] */
+    /* Per kv head, K is row-major [pos][hd] and V is transposed [hd][pos],
+     * so that attention runs as matmul kernel calls: scores = Q K^T over
+     * rows 0..pos of K, and out[d] = probs . V^T[d] over 0..pos. */
+    float *k_cache;       /* [n_slots][n_layers][n_kv_heads][n_ctx][hd] */
+    float *v_cache;       /* [n_slots][n_layers][n_kv_heads][hd][n_ctx] */
     float *rope_cos;      /* [n_ctx][hd/2] */
     float *rope_sin;      /* [n_ctx][hd/2] */
     /* activations for up to max_batch tokens */
@@ -53,7 +57,7 @@ struct qw_ctx {
     float *tmp;     /* [B][hidden] output of o_proj / down_proj */
     float *gate;    /* [B][inter] */
     float *up;      /* [B][inter] */
-    float *scores;  /* [ATT_MAX_THREADS][n_ctx] */
+    float *scores;  /* [ATT_MAX_THREADS][group][n_ctx] (group = query heads per kv head) */
     float *logits;  /* [B][vocab]; pages touched only for rows in use */
     int32_t *out_rows;  /* [B] batch index of each logits row */
     int n_out;
@@ -127,7 +131,8 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     c->nkv = cfg->n_kv_heads;
     c->q_dim = c->nh * c->hd;
     c->kv_dim = c->nkv * c->hd;
-    c->layer_stride = (int64_t)n_ctx * c->kv_dim;
+    c->head_stride = (int64_t)n_ctx * c->hd;
+    c->layer_stride = c->nkv * c->head_stride;
     c->slot_stride = (int64_t)cfg->n_layers * c->layer_stride;
     size_t B = (size_t)max_batch, F = sizeof(float);
     size_t kv = (size_t)n_slots * (size_t)c->slot_stride * F;
@@ -145,7 +150,7 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     c->tmp = xmalloc(B * (size_t)cfg->hidden * F);
     c->gate = xmalloc(B * (size_t)cfg->inter * F);
     c->up = xmalloc(B * (size_t)cfg->inter * F);
-    c->scores = xmalloc((size_t)ATT_MAX_THREADS * (size_t)n_ctx * F);
+    c->scores = xmalloc((size_t)ATT_MAX_THREADS * (size_t)(c->nh / c->nkv) * (size_t)n_ctx * F);
     c->logits = xmalloc(B * (size_t)cfg->vocab * F);
     c->out_rows = xmalloc(B * sizeof(int32_t));
     c->slot_last = xmalloc((size_t)n_slots * sizeof(int32_t));
@@ -217,7 +222,12 @@ static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int
     pool_run(pool, mm_run, &j);
 }
 
-/* Causal GQA attention for every (token, head) of the batch at one layer. */
+/* Causal GQA attention at one layer, one work item per (token, kv head):
+ * the `group` query heads that share a kv head are done together, so each
+ * K and V row is read once for all of them:
+ *   S[h][p] = (q_h . K[p]) * scale              one matmul, n = group, rows 0..pos
+ *   S[h]    = softmax(S[h][0..pos])
+ *   out_h[d] = S[h][0..pos] . V^T[d][0..pos]     one matmul per d, n = group */
 static void att_run(void *arg, int tid, int nth) {
     qw_ctx *c = arg;
     if (tid >= ATT_MAX_THREADS) return;
@@ -226,20 +236,25 @@ static void att_run(void *arg, int tid, int nth) {
     const qw_batch *b = c->b;
     int hd = c->hd, group = c->nh / c->nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
-    float *s = c->scores + (int64_t)tid * c->n_ctx;
-    int64_t items = (int64_t)b->n * c->nh;
+    float *S = c->scores + (int64_t)tid * group * c->n_ctx;
+    int64_t items = (int64_t)b->n * c->nkv;
     /* Strided so that long (late) and short (early) tokens mix evenly. */
     for (int64_t it = tid; it < items; it += nth) {
-        int t = (int)(it / c->nh), h = (int)(it % c->nh), g = h / group;
+        int t = (int)(it / c->nkv), g = (int)(it % c->nkv);
         int slot = b->slot ? b->slot[t] : 0, pos = b->pos[t];
-        const float *kc = c->k_cache + slot * c->slot_stride + c->layer * c->layer_stride + (int64_t)g * hd;
-        const float *vc = c->v_cache + slot * c->slot_stride + c->layer * c->layer_stride + (int64_t)g * hd;
-        const float *q = c->q + (int64_t)t * c->q_dim + (int64_t)h * hd;
-        float *o = c->att + (int64_t)t * c->q_dim + (int64_t)h * hd;
-        for (int p = 0; p <= pos; p++) s[p] = K->dot(q, kc + (int64_t)p * c->kv_dim, hd) * scale;
-        K->softmax(s, pos + 1);
-        memset(o, 0, (size_t)hd * sizeof *o);
-        for (int p = 0; p <= pos; p++) K->axpy(o, s[p], vc + (int64_t)p * c->kv_dim, hd);
+        int64_t base = slot * c->slot_stride + c->layer * c->layer_stride + g * c->head_stride;
+        const float *kc = c->k_cache + base; /* [n_ctx][hd] */
+        const float *vt = c->v_cache + base; /* [hd][n_ctx] */
+        const float *q = c->q + (int64_t)t * c->q_dim + (int64_t)g * group * hd; /* [group][hd] */
+        float *o = c->att + (int64_t)t * c->q_dim + (int64_t)g * group * hd;     /* [group][hd] */
+        K->matmul[QW_F32](S, c->n_ctx, q, hd, group, kc, hd, 0, pos + 1);
+        for (int h = 0; h < group; h++) {
+            float *sh = S + (int64_t)h * c->n_ctx;
+            K->scale(sh, scale, pos + 1);
+            K->softmax(sh, pos + 1);
+        }
+        for (int d = 0; d < hd; d++)
+            K->matmul[QW_F32](o + d, hd, S, c->n_ctx, group, vt + (int64_t)d * c->n_ctx, pos + 1, 0, 1);
     }
 }
 
@@ -292,9 +307,12 @@ static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l) {
                 x[i + half] = d + e;
             }
         }
-        int64_t off = slot * c->slot_stride + l * c->layer_stride + (int64_t)pos * c->kv_dim;
-        memcpy(c->k_cache + off, k, (size_t)c->kv_dim * sizeof(float));
-        memcpy(c->v_cache + off, v, (size_t)c->kv_dim * sizeof(float));
+        for (int g = 0; g < c->nkv; g++) {
+            int64_t base = slot * c->slot_stride + l * c->layer_stride + g * c->head_stride;
+            memcpy(c->k_cache + base + (int64_t)pos * hd, k + (int64_t)g * hd, (size_t)hd * sizeof(float));
+            float *vt = c->v_cache + base + pos;
+            for (int d = 0; d < hd; d++) vt[(int64_t)d * c->n_ctx] = v[(int64_t)g * hd + d];
+        }
     }
 }
 
