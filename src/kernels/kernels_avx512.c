@@ -8,8 +8,8 @@
  *    same prefetch policy as AVX2 (next 4-row block for short rows);
  *  - matmul n > 1: tokens in L2-sized blocks; for each 4-row x KC block the
  *    weights are converted once to float32 on the stack (bf16: zero-extend
- *    and shift; f16: vcvtph2ps) and a 4-row x 4-token register tile (16
- *    accumulators of 16 floats) runs over them;
+ *    and shift; f16: vcvtph2ps) and a 4-row x 6-token register tile (24
+ *    accumulators of 16 floats, 29 of the 32 zmm registers) runs over them;
  *  - exp: Cephes-style polynomial as in AVX2, 2^n applied with vscalefps.
  * Activations are never rounded to bf16 (no vdpbf16ps): fidelity first.
  * This level could not be run on the development host (no AVX-512); the
@@ -50,10 +50,10 @@ INLINE __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
 enum { PF_DIST = 1024, PF_NEAR = 16 * 1024, L2_BLOCK = 512 * 1024, KC = 512 };
 
 /* Prefill tile over float32 weights wf (row stride ws), len columns, R rows
- * (1 or 4) x T tokens (1..4); stores (acc_y == 0) or adds to Y. */
+ * (1 or 4) x T tokens (1..6); stores (acc_y == 0) or adds to Y. */
 INLINE void tile_f32w(float *Y, int64_t ldy, const float *X, int64_t ldx, const float *wf,
                       int64_t ws, int64_t len, const int R, const int T, int acc_y) {
-    __m512 acc[4][4];
+    __m512 acc[4][6];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] =
         _mm512_setzero_ps();
     for (int64_t i = 0; i < len; i += 16) {
@@ -88,18 +88,23 @@ TILE_FN(4, 1)
 TILE_FN(4, 2)
 TILE_FN(4, 3)
 TILE_FN(4, 4)
+TILE_FN(1, 5)
+TILE_FN(1, 6)
+TILE_FN(4, 5)
+TILE_FN(4, 6)
 
 typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const float *, int64_t, int64_t,
                         int);
-static const tile_fn k_tiles[2][5] = {{NULL, tile_1_1, tile_1_2, tile_1_3, tile_1_4},
-                                      {NULL, tile_4_1, tile_4_2, tile_4_3, tile_4_4}};
+static const tile_fn k_tiles[2][7] = {
+    {NULL, tile_1_1, tile_1_2, tile_1_3, tile_1_4, tile_1_5, tile_1_6},
+    {NULL, tile_4_1, tile_4_2, tile_4_3, tile_4_4, tile_4_5, tile_4_6}};
 
 static void tile_rows(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1,
                       const float *wf, int64_t ws, int64_t o, int64_t c0, int64_t len, int R,
                       int acc_y) {
     const tile_fn *tf = k_tiles[R == 4];
     int64_t t = t0;
-    for (; t + 4 <= t1; t += 4) tf[4](Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wf, ws, len, acc_y);
+    for (; t + 6 <= t1; t += 6) tf[6](Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wf, ws, len, acc_y);
     if (t < t1) tf[t1 - t](Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wf, ws, len, acc_y);
 }
 
@@ -168,7 +173,7 @@ static void tile_rows(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_
         }                                                                                        \
         float wbuf[4 * KC];                                                                      \
         int64_t nb = L2_BLOCK / (k * 4 > 0 ? k * 4 : 1);                                         \
-        nb = nb < 4 ? 4 : nb - nb % 4;                                                           \
+        nb = nb < 6 ? 6 : nb - nb % 6;                                                           \
         for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
             int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
             for (int64_t o = o0; o < o1;) {                                                      \
