@@ -469,7 +469,8 @@ def make_flags_tokenizer(pattern):
     tok.add_tokens([AddedToken("[R]", rstrip=True, normalized=False),
                     AddedToken("word", single_word=True, normalized=False),
                     AddedToken("caf\u00e9", normalized=True),
-                    AddedToken("<both>", lstrip=True, rstrip=True, normalized=False)])
+                    AddedToken("<both>", lstrip=True, rstrip=True, normalized=False),
+                    AddedToken("nai\u0308ve", normalized=True)])
     tok.add_special_tokens([AddedToken("<mask>", lstrip=True, normalized=False),
                             AddedToken("<s>", normalized=False)])
     return tok
@@ -551,7 +552,7 @@ def cmd_corpus(args):
     ft = make_flags_tokenizer(pattern)
     write_xz(os.path.join(FIX, "flags", "tokenizer.json.xz"), ft.to_str().encode("utf-8"))
     parts = ["<mask>", "<s>", "[R]", "word", "words", "sword", "word_", "café", "cafe\u0301", "<both>",
-             " ", "  ", "\t", "\n", "\u3000", "a", "the", "中", ".", "_", "1", "é"]
+             " ", "  ", "\t", "\n", "\u3000", "a", "the", "中", ".", "_", "1", "é", "na\u00efve", "nai\u0308ve"]
     flag_lines = []
     for _ in range(600):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(1, 10)))

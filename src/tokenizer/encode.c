@@ -131,14 +131,14 @@ static int split_added(enc_ctx *c, const char *s, size_t n, int normalized, seg_
         const tok_added *best = NULL;
         for (size_t k = 0; k < t->n_added; k++) {
             const tok_added *a = &t->added[k];
-            if (a->normalized != normalized || a->len > n - i || (best && a->len <= best->len)) continue;
-            if (!memcmp(s + i, a->text, a->len)) best = a;
+            if (a->normalized != normalized || a->mlen > n - i || (best && a->mlen <= best->mlen)) continue;
+            if (!memcmp(s + i, a->mtext, a->mlen)) best = a;
         }
         if (!best) {
             i++;
             continue;
         }
-        size_t start = i, stop = i + best->len;
+        size_t start = i, stop = i + best->mlen;
         if (best->single_word) {
             int ok_l = start == 0 || !is_word(cp_before(s, start, NULL));
             int ok_r = stop == n || !is_word(cp_at(s, n, stop, NULL));
@@ -191,7 +191,7 @@ static int ccc_of(uint32_t cp) {
  * of each character (utf8proc, without its reordering), canonical ordering
  * by ccc_of() (a stable sort of each run of non-starters), then utf8proc's
  * canonical composition. */
-static int nfc(const char *s, size_t n, char **out, size_t *out_len) {
+int tok_nfc(const char *s, size_t n, char **out, size_t *out_len) {
     if (n > (size_t)PTRDIFF_MAX / 16) return -1;
     size_t cap = n + 16, m = 0;
     utf8proc_int32_t *buf = malloc(cap * sizeof *buf);
@@ -285,7 +285,7 @@ static int normalize_segment(enc_ctx *c, const char *s, size_t n) {
     if (i == n) return after_norm(c, s, n);
     char *dst;
     size_t m;
-    if (nfc(s, n, &dst, &m)) return qw_errf(c->err, "tok_encode: NFC: out of memory");
+    if (tok_nfc(s, n, &dst, &m)) return qw_errf(c->err, "tok_encode: NFC: out of memory");
     int rc = after_norm(c, dst, m);
     free(dst);
     return rc;

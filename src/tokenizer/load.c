@@ -417,6 +417,22 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
     t->off = calloc((size_t)t->n_ids + 1, sizeof *t->off);
     if (!t->flags || !t->off) goto oom;
 
+    /* `tokenizers` matches a normalized added token by its normalized
+     * content, and decodes it to that too. */
+    for (size_t i = 0; i < b->n_added; i++) {
+        tok_added *a = &b->added[i];
+        a->mtext = a->text;
+        a->mlen = a->len;
+        if (a->normalized && t->nfc) {
+            char *m;
+            size_t ml;
+            if (tok_nfc(a->text, a->len, &m, &ml)) goto oom;
+            a->mtext = m;
+            a->mlen = ml;
+            if (ml == 0) return qw_errf(err, "tok_load: %s: added token %d normalizes to nothing", b->file, a->id);
+        }
+    }
+
     /* Decoded bytes of every id: the added token's content wins over the
      * vocabulary (as `tokenizers` looks up added tokens first), and goes
      * through the ByteLevel decoder like any token (so an added "café"
@@ -436,8 +452,8 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
     }
     for (size_t i = 0; i < b->n_added; i++) {
         int32_t id = b->added[i].id;
-        src[id] = b->added[i].text;
-        srclen[id] = (uint32_t)b->added[i].len;
+        src[id] = b->added[i].mtext;
+        srclen[id] = (uint32_t)b->added[i].mlen;
         t->flags[id] |= TOKF_EXISTS | TOKF_ADDED | (b->added[i].special ? TOKF_SPECIAL : 0);
     }
     size_t total = 0;
@@ -491,7 +507,7 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
         tok_added *a = &t->added[i];
         if (tok_strmap_put(&t->names, a->text, (uint32_t)a->len, a->id)) goto oom;
         if (a->normalized) {
-            t->added_first_norm[(unsigned char)a->text[0]] = 1;
+            t->added_first_norm[(unsigned char)a->mtext[0]] = 1;
             t->has_norm_added = 1;
         } else {
             t->added_first[(unsigned char)a->text[0]] = 1;
@@ -537,7 +553,10 @@ static void builder_free(builder *b) {
     free(b->ml);
     free(b->mr);
     free(b->mid);
-    for (size_t i = 0; i < b->n_added; i++) free(b->added[i].text);
+    for (size_t i = 0; i < b->n_added; i++) {
+        if (b->added[i].mtext && b->added[i].mtext != b->added[i].text) free(b->added[i].mtext);
+        free(b->added[i].text);
+    }
     free(b->added);
 }
 
@@ -867,7 +886,10 @@ void tok_free(qw_tok *t) {
     strmap_free(&t->names);
     free(t->name_pool);
     free(t->merges);
-    for (size_t i = 0; i < t->n_added; i++) free(t->added[i].text);
+    for (size_t i = 0; i < t->n_added; i++) {
+        if (t->added[i].mtext && t->added[i].mtext != t->added[i].text) free(t->added[i].mtext);
+        free(t->added[i].text);
+    }
     free(t->added);
     if (t->re) pcre2_code_free(t->re);
     free(t->cache);

@@ -22,6 +22,8 @@ enum {
 typedef struct tok_added {
     char *text;      /* content, UTF-8 */
     size_t len;
+    char *mtext;     /* what is matched: text, or NFC(text) if normalized (== text or owned) */
+    size_t mlen;
     int32_t id;
     uint8_t special, lstrip, rstrip, single_word, normalized;
 } tok_added;
@@ -101,6 +103,10 @@ int utf8_valid(const char *s, size_t n);
 int utf8_sanitize(const char *s, size_t n, char **out, size_t *out_len);
 /* Appends the UTF-8 of cp to buf (4 bytes room needed); returns bytes written. */
 int utf8_put(char *buf, uint32_t cp);
+
+/* ---- encode.c ---- */
+/* NFC of valid UTF-8 s[0..n) as `tokenizers` applies it; *out malloc'd. */
+int tok_nfc(const char *s, size_t n, char **out, size_t *out_len);
 
 /* ---- bpe.c ---- */
 /* Per-call scratch for the BPE of one word; grown as needed, freed by the caller. */
