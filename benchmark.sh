@@ -68,7 +68,8 @@ PY3=$(command -v python3 || true)
 
 if [ -z "$MODEL" ]; then
   if [ -f models/MODEL ] && [ -d "$(cat models/MODEL)" ]; then MODEL=$(cat models/MODEL)
-  elif ./qwenc Qwen/Qwen2.5-0.5B-Instruct --detokenize "" >/dev/null 2>&1; then MODEL=Qwen/Qwen2.5-0.5B-Instruct
+  elif [ -f "${HF_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}/models--Qwen--Qwen2.5-0.5B-Instruct/refs/main" ]; then
+    MODEL=Qwen/Qwen2.5-0.5B-Instruct
   elif [ -d models/qwen2.5-0.5b-synth ]; then MODEL=models/qwen2.5-0.5b-synth
   elif [ -z "$URL" ]; then
     echo "benchmark.sh: no model: run ./setup.sh first, or give --model DIR|REPO or --url URL" >&2
