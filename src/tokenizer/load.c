@@ -45,8 +45,7 @@ typedef struct strpool {
     size_t len, cap;
 } strpool;
 
-static int map_grow(tok_strmap *m) {
-    size_t ncap = m->cap ? m->cap * 2 : 1024;
+static int map_grow_to(tok_strmap *m, size_t ncap) {
     uint32_t *ns = calloc(ncap, sizeof *ns);
     if (!ns) return -1;
     for (size_t i = 0; i < m->n; i++) {
@@ -58,6 +57,28 @@ static int map_grow(tok_strmap *m) {
     free(m->slot);
     m->slot = ns;
     m->cap = ncap;
+    return 0;
+}
+
+static int map_grow(tok_strmap *m) { return map_grow_to(m, m->cap ? m->cap * 2 : 1024); }
+
+/* Room for n keys without rehashing. */
+static int map_reserve(tok_strmap *m, size_t n) {
+    size_t cap = 1024;
+    while (cap / 2 < n + 1) cap *= 2;
+    if (cap > m->cap && map_grow_to(m, cap)) return -1;
+    if (n > m->cap_keys) {
+        const char **nk = realloc((void *)m->key, n * sizeof *nk);
+        if (!nk) return -1;
+        m->key = nk;
+        uint32_t *nl = realloc(m->klen, n * sizeof *nl);
+        if (!nl) return -1;
+        m->klen = nl;
+        int32_t *nv = realloc(m->val, n * sizeof *nv);
+        if (!nv) return -1;
+        m->val = nv;
+        m->cap_keys = n;
+    }
     return 0;
 }
 
@@ -277,6 +298,7 @@ oom:
 
 /* Temporary name -> id map over the builder's names (for merges). */
 static int b_index(builder *b, tok_strmap *m, qw_err *err) {
+    if (map_reserve(m, b->n_names)) return qw_errf(err, "tok_load: %s: out of memory", b->file);
     for (size_t i = 0; i < b->n_names; i++)
         if (tok_strmap_put(m, b->pool.p + b->name_off[i], b->name_len[i], b->name_id[i]))
             return qw_errf(err, "tok_load: %s: out of memory", b->file);
@@ -487,6 +509,7 @@ static int tok_build(qw_tok *t, builder *b, qw_err *err) {
     t->name_pool = b->pool.p;
     t->name_pool_len = b->pool.len;
     b->pool.p = NULL;
+    if (map_reserve(&t->names, b->n_names + b->n_added)) goto oom;
     for (size_t i = 0; i < b->n_names; i++)
         if (tok_strmap_put(&t->names, t->name_pool + b->name_off[i], b->name_len[i], b->name_id[i]))
             goto oom;
