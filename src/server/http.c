@@ -667,6 +667,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         if (k->responded || k->too_big) return MHD_YES;
         if (k->len + n > (size_t)h->cfg.max_body) {
+            /* A chunked body past the limit: drop it and answer 413 at
+             * its end (libmicrohttpd 0.9 cannot answer in mid-upload). */
             k->too_big = 1;
             free(k->body);
             k->body = NULL;
