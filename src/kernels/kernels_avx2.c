@@ -19,9 +19,9 @@
  *
  * exp: Cephes-style expf (range reduction by ln 2 split in two constants,
  * degree-6 polynomial, 2^n by exponent arithmetic). Argument clamped to
- * [-87, 88] so 2^n stays normal; relative error measured < 2 ulp on
- * [-87, 88] (tests/kernels/test_kernels.c checks <= 3 ulp through silu_mul
- * and softmax). Below -87 it returns e^-87 ~ 1.6e-38 instead of a smaller
+ * [-87, 88] so 2^n stays normal. Measured against libm's exp in double on
+ * every 7th float of [-87, 88]: at most 1.25 ulp (tests/kernels/
+ * test_kernels.c allows 3 ulp for exp inside silu_mul and softmax). Below -87 it returns e^-87 ~ 1.6e-38 instead of a smaller
  * value: an absolute error < 2e-38, irrelevant for softmax (sum >= 1) and silu.
  */
 #include "kernels/kernels_impl.h"

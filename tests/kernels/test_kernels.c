@@ -32,7 +32,11 @@
 #include "kernels/kernels_impl.h"
 #include "test.h"
 
-/* Largest expf error (ulp) we accept from a SIMD level (see exp_check). */
+/* Largest expf error (ulp) we accept from a SIMD level: the polynomial exp
+ * of the SIMD files was measured at <= 1.25 ulp against float64 exp over
+ * [-87, 88]; 3 leaves margin for FMA-contraction differences between
+ * compilers and ISAs without hiding a wrong coefficient (a 1e-4 change in
+ * one coefficient fails this test). */
 #define EXP_ULPS 3.0
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
