@@ -134,6 +134,16 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     c->head_stride = (int64_t)n_ctx * c->hd;
     c->layer_stride = c->nkv * c->head_stride;
     c->slot_stride = (int64_t)cfg->n_layers * c->layer_stride;
+    /* absurd sizes (from a hostile config) fail here, not by overflow */
+    double kv_bytes = 2.0 * n_slots * (double)c->slot_stride * sizeof(float);
+    double act_bytes = (double)max_batch * ((double)cfg->vocab + 4.0 * cfg->hidden + 2.0 * cfg->inter +
+                                            2.0 * c->q_dim + 2.0 * c->kv_dim);
+    if (kv_bytes > 1e15 || act_bytes * sizeof(float) > 1e15) {
+        qw_errf(err, "ctx_create: %d slots x %d positions x %d batch is too large for this model", n_slots, n_ctx,
+                max_batch);
+        ctx_free(c);
+        return NULL;
+    }
     size_t B = (size_t)max_batch, F = sizeof(float);
     size_t kv = (size_t)n_slots * (size_t)c->slot_stride * F;
     /* KV pages are touched only as positions are written. */

@@ -141,6 +141,46 @@ int main(void) {
     }
     CHECK(all, "a truncated file was accepted");
 
+    /* random mutations of the valid file: never a crash (run under ASan
+     * this catches any over-read), and whatever is accepted stays inside
+     * the buffer with consistent sizes */
+    {
+        uint64_t rng = 0x9e3779b97f4a7c15ULL;
+        int bad_accept = 0, accepted = 0;
+        uint64_t vn = build_ok(good, 30);
+        uint8_t *orig = malloc(vn);
+        memcpy(orig, buf, vn);
+        for (int it = 0; it < 20000; it++) {
+            uint64_t sz = vn;
+            uint8_t *m = malloc(vn);
+            memcpy(m, orig, vn);
+            int edits = 1 + it % 4;
+            for (int e = 0; e < edits; e++) {
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                uint64_t at = rng % sz;
+                static const char pool[] = "0123456789[]{},:\"-e.9FBI";
+                if (rng & 0x100) m[at] = (uint8_t)pool[(rng >> 12) % (sizeof pool - 1)];
+                else m[at] ^= (uint8_t)(1u << ((rng >> 9) & 7));
+            }
+            if (it % 7 == 0) sz = vn - (rng >> 20) % 16;
+            st_file g;
+            if (st_parse(&g, m, sz, "fuzz", &err) == 0) {
+                accepted++;
+                for (int i = 0; i < g.n; i++) {
+                    const st_tensor *t = &g.tensors[i];
+                    if (t->data < m || t->data + t->nbytes > m + sz ||
+                        t->nbytes != (uint64_t)t->numel * (uint64_t)t->elem_size)
+                        bad_accept++;
+                }
+                st_file_free(&g);
+            }
+            free(m);
+        }
+        free(orig);
+        CHECK(bad_accept == 0, "%d accepted mutants break the invariants", bad_accept);
+        CHECK(accepted > 0 && accepted < 20000, "mutation run accepted %d of 20000", accepted);
+    }
+
     /* files on disk: st_open, and a sharded folder through its index */
     char dir[] = "/tmp/qwenc_st_XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
