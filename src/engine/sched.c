@@ -66,6 +66,8 @@ struct qw_sched {
     int32_t *b_tok, *b_pos, *b_slot;
     uint8_t *b_want;
     int *row_slot;          /* logits row -> slot index */
+    int32_t *row_tok;       /* logits row -> sampled token */
+    int n_rows;
     qw_sched_metrics m;
     double tps_tokens, tps_time; /* decaying window for decode_tps */
 };
@@ -179,6 +181,15 @@ static int push_token(qw_sched *s, qw_req *r, int32_t t, int n_past_after) {
     return over;
 }
 
+/* pool job: thread tid samples rows tid, tid + nth, ... */
+static void sample_rows(void *arg, int tid, int nth) {
+    qw_sched *s = arg;
+    for (int row = tid; row < s->n_rows; row += nth) {
+        qw_req *r = s->slots[s->row_slot[row]].req;
+        s->row_tok[row] = sampler_sample(r->sampler, ctx_logits(s->ctx, row), r->toks, r->n_prompt + r->n_gen);
+    }
+}
+
 /* One engine step. Returns 1 if it did work, 0 if idle. */
 static int step(qw_sched *s) {
     qw_req *dead = NULL;
@@ -267,14 +278,19 @@ static int step(qw_sched *s) {
     /* Advance positions for every token that went in. */
     for (int k = 0; k < n; k++) s->slots[s->b_slot[k]].n_past++;
 
+    /* Sample every row; rows are independent (own sampler, own logits
+     * row, read-only history), so the pool's threads share them. */
+    s->n_rows = n_rows;
+    if (n_rows > 1 && pool_threads(s->pool) > 1) pool_run(s->pool, sample_rows, s);
+    else sample_rows(s, 0, 1);
+
     int n_generated = 0;
     for (int row = 0; row < n_rows; row++) {
         int i = s->row_slot[row];
         slot *sl = &s->slots[i];
         qw_req *r = sl->req;
         sl->prefilling = 0;
-        float *logits = ctx_logits(s->ctx, row);
-        int32_t t = sampler_sample(r->sampler, logits, r->toks, r->n_prompt + r->n_gen);
+        int32_t t = s->row_tok[row];
         if (!r->ignore_eos && is_eos(&s->model->cfg, t)) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_STOP, NULL);
@@ -360,7 +376,8 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
     s->b_slot = malloc((size_t)mb * sizeof(int32_t));
     s->b_want = malloc((size_t)mb);
     s->row_slot = malloc((size_t)mb * sizeof(int));
-    if (!s->slots || !s->b_tok || !s->b_pos || !s->b_slot || !s->b_want || !s->row_slot) {
+    s->row_tok = malloc((size_t)mb * sizeof(int32_t));
+    if (!s->slots || !s->b_tok || !s->b_pos || !s->b_slot || !s->b_want || !s->row_slot || !s->row_tok) {
         qw_errf(err, "sched_create: out of memory");
         sched_free(s);
         return NULL;
@@ -417,6 +434,7 @@ void sched_free(qw_sched *s) {
     free(s->b_slot);
     free(s->b_want);
     free(s->row_slot);
+    free(s->row_tok);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->idle_cv);
