@@ -332,12 +332,25 @@ def start_http(model, *extra, **kw):
     return s
 
 
+SANITIZER_RE = re.compile(r"ERROR: (Address|Leak|Thread)Sanitizer|runtime error: |WARNING: ThreadSanitizer")
+
+
+def assert_clean_log(p):
+    """No sanitizer report in the process's stderr (for ASan/UBSan builds,
+    QWENC=build-asan/qwenc)."""
+    text = p.stderr_text()
+    m = SANITIZER_RE.search(text)
+    assert not m, f"sanitizer report from `{' '.join(p.args)}`:\n{text[max(0, m.start() - 200):m.start() + 3000]}"
+
+
 def stop_checked(s):
-    """Stop at teardown; the server must still have been alive (no crash)."""
+    """Stop at teardown; the server must still have been alive (no crash)
+    and must not have printed a sanitizer report."""
     was_alive = s.alive()
     rc, dt = s.stop()
     assert was_alive, f"server `{' '.join(s.args)}` crashed during the tests: exit {s.proc.returncode}; " \
                       f"stderr:\n{s.log_tail()}"
+    assert_clean_log(s)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from conftest import start_http, stop_checked
+from conftest import assert_clean_log, start_http, stop_checked
 from helpers import (SSE, active_slots_metric, api_error, chat, chat_stream_text, chat_text,
                      find_metric, metrics, ok_json, stream_chat)
 
@@ -112,7 +112,7 @@ def test_multibyte_streaming_intact(server8):
     broken)."""
     saw_multibyte = False
     for p in MB_PROMPTS:
-        for fields in (dict(temperature=0), dict(temperature=1.0, seed=5), dict(temperature=1.2, seed=6)):
+        for fields in (dict(temperature=0), dict(temperature=1.0, seed=5)):
             r = chat(server8, p, max_tokens=48, **fields)
             assert r.status_code == 200, r.text[:300]
             full = json.loads(r.content.decode("utf-8"))["choices"][0]["message"]["content"]
@@ -302,6 +302,7 @@ def test_signal_exits_0_with_stream_running(model_dir, sig):
         rc, dt = s.stop(sig, timeout=15)
         assert rc == 0, f"exit status {rc} after {sig.name}; stderr:\n{s.log_tail()}"
         assert dt < 10, f"{sig.name}: took {dt:.1f} s to exit"
+        assert_clean_log(s)
         # the stream ends (cleanly or not) instead of hanging
         try:
             for _ in it:
@@ -317,3 +318,4 @@ def test_sigterm_idle_exits_0(model_dir):
     s = start_http(model_dir)
     rc, dt = s.stop(signal.SIGTERM, timeout=15)
     assert rc == 0 and dt < 5, f"idle SIGTERM: exit {rc} after {dt:.1f} s"
+    assert_clean_log(s)

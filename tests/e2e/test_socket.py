@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import QWENC, THREADS, Proc, _started
+from conftest import QWENC, THREADS, Proc, _started, assert_clean_log
 
 PROMPT = [151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13, 151645, 198, 151644, 872, 198,
           9707, 151645, 198, 151644, 77091, 198]  # ChatML "system ... user Hello assistant"
@@ -89,6 +89,7 @@ def sock_server(model_dir, sockdir):
     alive = s.alive()
     s.stop()
     assert alive, f"socket server crashed during the tests; stderr:\n{s.log_tail()}"
+    assert_clean_log(s)
 
 
 def test_one_line_in_one_line_out(sock_server):

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import QWENC, THREADS, Proc, _started
+from conftest import QWENC, THREADS, Proc, _started, assert_clean_log
 
 PROMPT = "151644 8948 198 2610 525 264 10950 17847 13 151645 198 151644 872 198 9707 151645 198 151644 77091 198"
 
@@ -62,7 +62,15 @@ def stdin_server(model_dir):
     s = StdinServer(model_dir)
     _started.append(s)
     yield s
+    alive = s.alive()
+    s.proc.stdin.close()
+    try:
+        s.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        pass
     s.kill()
+    assert alive, f"stdin server died during the tests; stderr:\n{s.log_tail()}"
+    assert_clean_log(s)
 
 
 def test_ids_line_in_ids_line_out(stdin_server):
@@ -94,6 +102,7 @@ def test_eof_exits_0_after_answering(model_dir):
         s.kill()
         pytest.fail("stdin server did not exit within 15 s of EOF")
     assert rc == 0, f"exit {rc} at EOF; stderr:\n{s.log_tail()}"
+    assert_clean_log(s)
 
 
 def test_stdin_matches_cli(model_dir, stdin_server):
