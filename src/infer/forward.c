@@ -294,11 +294,11 @@ static int check_batch(qw_ctx *c, const qw_batch *b, qw_err *err) {
     return 0;
 }
 
-/* q/k biases, RoPE on q and k, and k/v into the cache, for every token. */
-static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l) {
+/* q/k biases, RoPE on q and k, and k/v into the cache, for tokens [t0, t1). */
+static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l, int t0, int t1) {
     const qw_kernels *K = kernels();
     int hd = c->hd, half = hd / 2;
-    for (int t = 0; t < b->n; t++) {
+    for (int t = t0; t < t1; t++) {
         float *q = c->q + (int64_t)t * c->q_dim, *k = c->k + (int64_t)t * c->kv_dim,
               *v = c->v + (int64_t)t * c->kv_dim;
         K->add(q, L->bq, c->q_dim);
@@ -326,6 +326,46 @@ static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l) {
     }
 }
 
+/* The per-token steps between the matmuls, split over tokens when the batch
+ * is large enough to be worth a pool dispatch (prefill). */
+enum { TOK_NORM, TOK_ADD_NORM, TOK_QKV };
+typedef struct tok_job {
+    qw_ctx *c;
+    int op;
+    const float *w; /* norm weight */
+    const qw_layer *L;
+    int l;
+} tok_job;
+
+static void tok_range(const tok_job *j, int t0, int t1) {
+    qw_ctx *c = j->c;
+    const qw_kernels *K = kernels();
+    const int64_t H = c->m->cfg.hidden;
+    if (j->op == TOK_QKV) {
+        qkv_finish(c, j->L, c->b, j->l, t0, t1);
+        return;
+    }
+    for (int t = t0; t < t1; t++) {
+        if (j->op == TOK_ADD_NORM) K->add(c->x + t * H, c->tmp + t * H, H);
+        K->rmsnorm(c->xn + t * H, c->x + t * H, j->w, H, c->m->cfg.rms_eps);
+    }
+}
+
+static void tok_run(void *arg, int tid, int nth) {
+    const tok_job *j = arg;
+    int64_t lo, hi;
+    pool_split(j->c->b->n, 1, tid, nth, &lo, &hi);
+    if (hi > lo) tok_range(j, (int)lo, (int)hi);
+}
+
+#define TOK_PAR_MIN 16
+
+static void tok_step(qw_ctx *c, qw_pool *pool, int op, const float *w, const qw_layer *L, int l) {
+    tok_job j = {c, op, w, L, l};
+    if (c->b->n >= TOK_PAR_MIN && pool_threads(pool) > 1) pool_run(pool, tok_run, &j);
+    else tok_range(&j, 0, c->b->n);
+}
+
 int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
     if (check_batch(c, b, err)) return -1;
     const qw_model *m = c->m;
@@ -342,7 +382,8 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
     for (int l = 0; l < cfg->n_layers; l++) {
         const qw_layer *L = &m->layers[l];
         c->layer = l;
-        for (int t = 0; t < n; t++) K->rmsnorm(c->xn + t * H, c->x + t * H, L->attn_norm, H, cfg->rms_eps);
+        /* x += previous layer's MLP output (in tmp), then the input norm */
+        tok_step(c, pool, l ? TOK_ADD_NORM : TOK_NORM, L->attn_norm, L, l);
 
         mm_job j;
         memset(&j, 0, sizeof j);
@@ -353,14 +394,11 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.X = c->xn, j.ldx = H, j.n = n;
         pool_run(pool, mm_run, &j);
 
-        qkv_finish(c, L, b, l);
+        tok_step(c, pool, TOK_QKV, NULL, L, l);
         pool_run(pool, att_run, c);
 
         matmul_par(pool, c->tmp, H, c->att, c->q_dim, n, &L->wo);
-        for (int t = 0; t < n; t++) {
-            K->add(c->x + t * H, c->tmp + t * H, H);
-            K->rmsnorm(c->xn + t * H, c->x + t * H, L->mlp_norm, H, cfg->rms_eps);
-        }
+        tok_step(c, pool, TOK_ADD_NORM, L->mlp_norm, L, l);
 
         memset(&j, 0, sizeof j);
         j.n_mats = 2;
@@ -371,14 +409,15 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         pool_run(pool, mm_run, &j);
 
         matmul_par(pool, c->tmp, H, c->gate, I, n, &L->w_down);
-        for (int t = 0; t < n; t++) K->add(c->x + t * H, c->tmp + t * H, H);
     }
 
-    /* final norm and lm_head, only for the rows that want logits */
+    /* last residual add, final norm and lm_head: only for the rows that
+     * want logits (the other rows' hidden states are not needed any more) */
     c->n_out = 0;
     for (int t = 0; t < n; t++) {
         int want = b->want_logits ? b->want_logits[t] != 0 : t == n - 1;
         if (!want) continue;
+        K->add(c->x + t * H, c->tmp + t * H, H);
         K->rmsnorm(c->xn + (int64_t)c->n_out * H, c->x + t * H, m->final_norm, H, cfg->rms_eps);
         c->out_rows[c->n_out++] = t;
     }
