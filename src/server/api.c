@@ -23,6 +23,40 @@ static const char *type_for(int status) {
     }
 }
 
+/* Length of the valid UTF-8 character at s[0..n), or 0 if invalid. */
+static size_t utf8_char_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t k;
+    unsigned cp, min;
+    if ((c & 0xE0) == 0xC0) { k = 1; cp = c & 0x1F; min = 0x80; }
+    else if ((c & 0xF0) == 0xE0) { k = 2; cp = c & 0x0F; min = 0x800; }
+    else if ((c & 0xF8) == 0xF0) { k = 3; cp = c & 0x07; min = 0x10000; }
+    else return 0;
+    if (n <= k) return 0;
+    for (size_t i = 1; i <= k; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return k + 1;
+}
+
+/* Replace bytes that are not valid UTF-8 by '?' (a message may quote a
+ * client's string cut at a byte limit). */
+static void utf8_scrub(char *str) {
+    unsigned char *s = (unsigned char *)str;
+    size_t n = strlen(str);
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_char_len(s + i, n - i);
+        if (l == 0) {
+            s[i] = '?';
+            l = 1;
+        }
+        i += l;
+    }
+}
+
 int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
     e->status = status;
     e->type = type_for(status);
@@ -32,6 +66,8 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    utf8_scrub(e->message);
+    utf8_scrub(e->param);
     return -1;
 }
 
@@ -51,23 +87,10 @@ char *api_error_json(const api_error *e) {
 
 int api_utf8_valid(const char *str, size_t len) {
     const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = s[i];
-        if (c < 0x80) { i++; continue; }
-        int n;
-        unsigned cp, min;
-        if ((c & 0xE0) == 0xC0) { n = 1; cp = c & 0x1F; min = 0x80; }
-        else if ((c & 0xF0) == 0xE0) { n = 2; cp = c & 0x0F; min = 0x800; }
-        else if ((c & 0xF8) == 0xF0) { n = 3; cp = c & 0x07; min = 0x10000; }
-        else return 0;
-        if (len - i <= (size_t)n) return 0;
-        for (int k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        i += (size_t)n + 1;
+    for (size_t i = 0; i < len;) {
+        size_t l = utf8_char_len(s + i, len - i);
+        if (l == 0) return 0;
+        i += l;
     }
     return 1;
 }

@@ -154,6 +154,15 @@ typedef enum {
     R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE
 } route;
 
+/* The URL as printable ASCII (for error messages, which must stay valid
+ * UTF-8 JSON whatever bytes a client put in its request line). */
+static const char *safe_url(const char *url, char *buf, size_t n) {
+    size_t i = 0;
+    for (; url[i] && i + 1 < n; i++) buf[i] = (url[i] >= 0x20 && url[i] < 0x7f) ? url[i] : '?';
+    buf[i] = '\0';
+    return buf;
+}
+
 static route find_route(const char *url, const char **want_method) {
     static const struct {
         const char *path, *method;
@@ -630,12 +639,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         if (rt == R_NONE) {
             k->responded = 1;
-            return fail(h, c, 404, "not_found", NULL, "no such endpoint: %.200s", url);
+            char su[201];
+            return fail(h, c, 404, "not_found", NULL, "no such endpoint: %s", safe_url(url, su, sizeof su));
         }
         if (strcmp(method, want) != 0) {
             k->responded = 1;
             api_error e;
-            api_fail(&e, 405, "method_not_allowed", NULL, "%.200s accepts %s, not %.20s", url, want, method);
+            char su[201], sm[21];
+            api_fail(&e, 405, "method_not_allowed", NULL, "%s accepts %s, not %s", safe_url(url, su, sizeof su), want,
+                     safe_url(method, sm, sizeof sm));
             char *j = api_error_json(&e);
             struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
             if (!r) {
@@ -712,7 +724,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_CHAT: return h_generate(h, c, e, k, API_CHAT);
     case R_TOKENIZE: return h_tokenize(h, c, e, k);
     case R_DETOKENIZE: return h_detokenize(h, c, e, k);
-    default: return fail(h, c, 404, "not_found", NULL, "no such endpoint: %.200s", url);
+    default: return fail(h, c, 404, "not_found", NULL, "no such endpoint");
     }
 }
 

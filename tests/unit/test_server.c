@@ -215,6 +215,13 @@ static void test_errors(void) {
     CHECK(!strcmp(cJSON_GetObjectItem(er, "type")->valuestring, "server_error"), "503 type");
     cJSON_Delete(j);
     free(s);
+    /* A message quoting a client's string cut inside a character stays
+     * valid UTF-8. */
+    api_fail(&e, 400, NULL, "x", "role \"%.2s\"", "a\xc3\xa9");
+    s = api_error_json(&e);
+    CHECK(api_utf8_valid(s, strlen(s)), "error JSON is not valid UTF-8: %s", s);
+    CHECK(strstr(s, "a?") != NULL, "scrubbed: %s", s);
+    free(s);
 }
 
 /* Parse that must fail with status and param. */
