@@ -172,3 +172,76 @@ def test_bad_usage_exit_2(model_dir):
     for args in (["--no-such-option"], [IDS, "notanumber"], ["--tokens", IDS, "-n"], ["--http", "99999"]):
         r = run([QWENC, model_dir, *args])
         assert r.returncode == 2, f"{args}: exit {r.returncode}"
+
+
+# ---------------------------------------------------------------------------
+# Text mode (issue 3): --prompt streams the chat-templated answer
+
+
+def test_prompt_matches_http_chat(model_dir, http):
+    r = run([QWENC, model_dir, "--prompt", "Hello there", "-n", "10", "--greedy", "--threads", THREADS])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-500:]
+    cli = r.stdout.decode("utf-8")
+    j = ok_json(post(http, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hello there"}],
+                                                   "max_tokens": 10, "temperature": 0}))
+    text = j["choices"][0]["message"]["content"]
+    assert same_text(cli, text), f"--prompt printed {cli!r}, HTTP chat gave {text!r}"
+
+
+def test_prompt_system_matches_http_chat(model_dir, http):
+    r = run([QWENC, model_dir, "--prompt", "Hi", "--system", "Answer in French.", "-n", "8", "--greedy",
+             "--threads", THREADS])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-500:]
+    j = ok_json(post(http, "/v1/chat/completions",
+                     {"messages": [{"role": "system", "content": "Answer in French."},
+                                   {"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0}))
+    assert same_text(r.stdout.decode("utf-8"), j["choices"][0]["message"]["content"])
+
+
+def test_prompt_raw_matches_http_raw_completion(model_dir, http):
+    r = run([QWENC, model_dir, "--prompt", "Once upon a time", "--raw", "-n", "8", "--greedy",
+             "--threads", THREADS])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-500:]
+    j = ok_json(post(http, "/v1/completions", {"prompt": "Once upon a time", "raw": True, "max_tokens": 8,
+                                               "temperature": 0}))
+    assert same_text(r.stdout.decode("utf-8"), j["text"]), (r.stdout, j["text"])
+
+
+# ---------------------------------------------------------------------------
+# Token mode options (issue 2)
+
+
+def test_logits_out(model_dir, tmp_path):
+    ids = IDS.split()
+    f = tmp_path / "logits.bin"
+    r = run([QWENC, model_dir, "--tokens", IDS, "--logits-out", str(f), "--threads", THREADS])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-500:]
+    data = f.read_bytes()
+    vocab = 151936
+    assert len(data) == len(ids) * vocab * 4, f"{len(data)} bytes for {len(ids)} x {vocab} float32"
+    import array
+    last = array.array("f")
+    last.frombytes(data[-vocab * 4:])
+    if array.array("f", [1.0]).tobytes() != b"\x00\x00\x80\x3f":
+        last.byteswap()
+    assert all(x == x and abs(x) < 1e30 for x in last), "NaN or inf in the logits"
+    argmax = max(range(vocab), key=last.__getitem__)
+    first = out_ids(run([QWENC, model_dir, "--tokens", IDS, "-n", "1", "--greedy", "--threads", THREADS]), 1)
+    assert first == [argmax], f"greedy first token {first} != argmax of the last logits row {argmax}"
+
+
+def test_sampling_flags_seeded(model_dir):
+    base = [QWENC, model_dir, "--tokens", IDS, "-n", "12", "--temp", "0.9", "--top-k", "40", "--top-p", "0.95",
+            "--min-p", "0.01", "--repeat-penalty", "1.1", "--threads", THREADS]
+    a = out_ids(run(base + ["--seed", "7"]), 12)
+    b = out_ids(run(base + ["--seed", "7"]), 12)
+    assert a == b, "same --seed, different ids"
+    others = {tuple(out_ids(run(base + ["--seed", s]), 12)) for s in ("8", "9")}
+    assert others != {tuple(a)}, "--seed has no effect"
+
+
+def test_ctx_limit_is_a_clear_error(model_dir):
+    r = run([QWENC, model_dir, "--tokens", IDS, "-n", "20", "--ctx", "32"])
+    assert r.returncode > 0, f"20 prompt ids + 20 tokens in a 32-token context: exit {r.returncode}"
+    err = r.stderr.decode(errors="replace").lower()
+    assert "ctx" in err or "context" in err, err[-300:]

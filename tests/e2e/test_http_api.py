@@ -299,6 +299,7 @@ def test_all_sampling_fields_accepted(server):
 
 @pytest.mark.parametrize("field,value", [
     ("n", 2),
+    ("n", 0),
     ("logprobs", True),
     ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]),
     ("response_format", {"type": "json_object"}),

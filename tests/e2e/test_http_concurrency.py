@@ -97,6 +97,21 @@ def test_8_simultaneous_nonstreaming_sampled_match_alone(server8):
     assert got == alone
 
 
+def test_burst_of_40_requests_all_served(server8):
+    """More requests than slots: the rest wait in the queue (default 64) and
+    every one is answered."""
+    def client(i):
+        def go():
+            r = chat(server8, f"Request number {i}", max_tokens=4, temperature=0)
+            return r.status_code, r.text[:200]
+        return go
+
+    got = _run_threads([client(i) for i in range(40)], timeout=120)
+    bad = [(i, g) for i, g in enumerate(got) if g[0] != 200]
+    assert not bad, f"requests not served: {bad[:5]}"
+    server8.check_alive()
+
+
 MB_PROMPTS = [
     "请用中文写一首关于大海的诗。",
     "😀🎉👍🏽 Tell an emoji story 🚀🌍",

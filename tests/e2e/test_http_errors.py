@@ -103,7 +103,9 @@ def test_wrong_method_405(server):
 
 def test_garbage_on_the_socket(server):
     for data in [b"GARBAGE\r\n\r\n", b"\x00\xff\x10\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n",
-                 b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n"]:
+                 b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -5\r\n\r\n",
+                 b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999999999999\r\n\r\n{",
+                 b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n"]:
         status, _ = raw_http(server.port, data, timeout=2)
         assert status is None or 400 <= status < 600, (data, status)
         server.check_alive(f"after {data!r}")
@@ -205,6 +207,12 @@ def test_body_over_limit_413(limited):
     r = post(limited, "/v1/completions", json.dumps({"prompt": "hi", "raw": True, "max_tokens": 1,
                                                        "user": "u" * 3000}))
     assert r.status_code == 200, f"{r.status_code} {r.text[:200]}"
+
+
+def test_prompt_longer_than_default_context_400(server):
+    msg = api_error(post(server, "/v1/completions", {"prompt": "hello " * 6000, "raw": True, "max_tokens": 1}), 400)
+    api_error(chat(server, "hello " * 6000, max_tokens=1), 400)
+    server.check_alive()
 
 
 def test_default_body_limit_1mib(server):
