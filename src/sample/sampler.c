@@ -19,13 +19,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct cand {
+    float v; /* logit / T, later probability */
+    int32_t id;
+} cand;
+
+/* top-p buckets: half a nat each, below the most probable token */
+#define SAMPLER_BUCKETS 96
+
 struct qw_sampler {
     qw_sampling p;
     int vocab;
     uint64_t rng[4];
-    int32_t *idx;   /* [vocab] candidate token ids */
-    float *prob;    /* [vocab] scratch: logits then probabilities, by token id */
-    int32_t *count; /* [vocab] history counts, kept all-zero between calls */
+    cand *cand;  /* [vocab] candidates: (logit / T or probability, id) */
+    cand *cand2; /* [vocab] scratch for the top-p crossing bucket */
+    uint8_t *bucket;    /* [vocab] top-p bucket of each candidate */
+    int32_t *count;     /* [vocab] history counts, kept all-zero between calls */
 };
 
 qw_sampling sampling_default(void) {
@@ -72,10 +81,11 @@ qw_sampler *sampler_create(const qw_sampling *sp, int vocab) {
     if (!s) return NULL;
     s->p = *sp;
     s->vocab = vocab;
-    s->idx = malloc((size_t)vocab * sizeof *s->idx);
-    s->prob = malloc((size_t)vocab * sizeof *s->prob);
+    s->cand = malloc((size_t)vocab * sizeof *s->cand);
+    s->cand2 = malloc((size_t)vocab * sizeof *s->cand2);
+    s->bucket = malloc((size_t)vocab);
     s->count = calloc((size_t)vocab, sizeof *s->count);
-    if (!s->idx || !s->prob || !s->count) {
+    if (!s->cand || !s->cand2 || !s->bucket || !s->count) {
         sampler_free(s);
         return NULL;
     }
@@ -86,8 +96,9 @@ qw_sampler *sampler_create(const qw_sampling *sp, int vocab) {
 
 void sampler_free(qw_sampler *s) {
     if (!s) return;
-    free(s->idx);
-    free(s->prob);
+    free(s->cand);
+    free(s->cand2);
+    free(s->bucket);
     free(s->count);
     free(s);
 }
@@ -127,57 +138,48 @@ static int32_t argmax(const float *x, int n) {
     return best;
 }
 
-/* Greater probability first; equal probabilities by smaller id (stable). */
-static int cand_before(const float *prob, int32_t a, int32_t b) {
-    return prob[a] > prob[b] || (prob[a] == prob[b] && a < b);
+
+/* a ranks above b: larger value, then smaller id (torch's stable order) */
+static int above(const cand *a, const cand *b) { return a->v > b->v || (a->v == b->v && a->id < b->id); }
+
+/* min-heap (lowest-ranked at the root) of k candidates */
+static void heap_down(cand *h, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && above(&h[m], &h[l])) m = l;
+        if (r < n && above(&h[m], &h[r])) m = r;
+        if (m == i) return;
+        cand t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
 }
 
-/* Rearranges idx[0..n) so that its first k entries are the k most probable,
- * in descending order. Quickselect then insertion/heap-free sort of k. */
-static void select_top(int32_t *idx, int n, int k, const float *prob) {
-    if (k >= n) k = n;
-    int lo = 0, hi = n - 1;
-    while (hi > lo && k < n) {
-        /* median of three pivot */
-        int mid = lo + (hi - lo) / 2;
-        int32_t a = idx[lo], b = idx[mid], c = idx[hi], pv;
-        if (cand_before(prob, a, b)) {
-            if (cand_before(prob, b, c)) pv = b;
-            else pv = cand_before(prob, a, c) ? c : a;
-        } else {
-            if (cand_before(prob, a, c)) pv = a;
-            else pv = cand_before(prob, b, c) ? c : b;
-        }
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (cand_before(prob, idx[i], pv)) i++;
-            while (cand_before(prob, pv, idx[j])) j--;
-            if (i <= j) {
-                int32_t t = idx[i];
-                idx[i] = idx[j];
-                idx[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
+/* In-place heap sort into descending rank (no allocation, unlike some
+ * qsort implementations). */
+static void sort_desc(cand *a, int n) {
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(a, n, i);
+    for (int end = n - 1; end > 0; end--) {
+        cand t = a[0];
+        a[0] = a[end];
+        a[end] = t;
+        heap_down(a, end, 0);
     }
-    /* sort the first k: shell sort (k is small in practice; correct for any k) */
-    static const int gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-    for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
-        int gap = gaps[g];
-        for (int i = gap; i < k; i++) {
-            int32_t t = idx[i];
-            int j = i;
-            while (j >= gap && cand_before(prob, t, idx[j - gap])) {
-                idx[j] = idx[j - gap];
-                j -= gap;
-            }
-            idx[j] = t;
+}
+
+/* The k highest of logits * inv_t into c[0..k), in descending order. */
+static void top_k_select(cand *c, const float *logits, int V, int k, float inv_t) {
+    for (int i = 0; i < k; i++) c[i] = (cand){logits[i] * inv_t, i};
+    for (int i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    for (int i = k; i < V; i++) {
+        cand x = {logits[i] * inv_t, i};
+        if (above(&x, &c[0])) {
+            c[0] = x;
+            heap_down(c, k, 0);
         }
     }
+    sort_desc(c, k);
 }
 
 int32_t sampler_sample(qw_sampler *s, float *logits, const int32_t *history, int n_history) {
@@ -186,81 +188,112 @@ int32_t sampler_sample(qw_sampler *s, float *logits, const int32_t *history, int
     apply_penalties(s, logits, history, n_history);
     if (!(p->temperature > 0.0f)) return argmax(logits, V);
 
-    /* softmax(logits / T) over all tokens, by id */
     float inv_t = 1.0f / p->temperature;
-    float mx = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        float l = logits[i] * inv_t;
-        s->prob[i] = l;
-        if (l > mx) mx = l;
-    }
-    if (!isfinite(mx)) return argmax(logits, V);
-    double total = 0.0;
-    for (int i = 0; i < V; i++) {
-        float e = expf(s->prob[i] - mx);
-        s->prob[i] = e;
-        total += e;
-    }
-
-    int n = V;
-    for (int i = 0; i < V; i++) s->idx[i] = i;
-    int sorted = 0; /* idx[0..sorted) are in descending order */
-
-    if (p->top_k > 0 && p->top_k < n) {
-        select_top(s->idx, n, p->top_k, s->prob);
+    cand *c = s->cand;
+    int n = 0, sorted = 0;
+    float mx;
+    if (p->top_k > 0 && p->top_k < V) {
+        top_k_select(c, logits, V, p->top_k, inv_t);
         n = p->top_k;
-        sorted = n;
-        total = 0.0;
-        for (int i = 0; i < n; i++) total += s->prob[s->idx[i]];
+        sorted = 1;
+        mx = c[0].v;
+    } else {
+        mx = -INFINITY;
+        for (int i = 0; i < V; i++) {
+            float l = logits[i] * inv_t;
+            if (l > mx) mx = l;
+        }
+        /* Tokens more than 40 nats below the top hold at most
+         * vocab * e^-40 (< 1e-12 for 152k tokens) of the mass together:
+         * leaving them out changes no top-p cut and saves most of the expf
+         * calls on a real distribution. With min-p alone the cut is the
+         * min-p threshold itself (p >= min_p * p_max <=> l >= max + ln min_p). */
+        float cut = mx - 40.0f;
+        if (p->min_p > 0.0f && !(p->top_p < 1.0f)) {
+            float mp = mx + logf(p->min_p);
+            if (mp > cut) cut = mp;
+        }
+        for (int i = 0; i < V; i++) {
+            float l = logits[i] * inv_t;
+            if (l >= cut) c[n++] = (cand){l, i};
+        }
     }
+    if (!isfinite(mx) || n == 0) return argmax(logits, V);
+    int bucketed = p->top_p < 1.0f && !sorted;
+    double total = 0.0;
+    for (int j = 0; j < n; j++) {
+        float d = mx - c[j].v;
+        if (bucketed) {
+            int b = (int)(d * 2.0f);
+            s->bucket[j] = (uint8_t)(b < SAMPLER_BUCKETS - 1 ? b : SAMPLER_BUCKETS - 1);
+        }
+        c[j].v = expf(-d);
+        total += c[j].v;
+    }
+
     if (p->top_p < 1.0f) {
-        /* Grow the sorted prefix until it holds top_p of the mass, so we
-         * never sort the whole vocabulary for a peaked distribution. */
-        double target = (double)p->top_p * total, cum;
-        int k = sorted ? sorted : (n < 64 ? n : 64), cut = -1;
-        for (;;) {
-            if (k > sorted) {
-                select_top(s->idx, n, k, s->prob);
-                sorted = k;
-            }
-            cum = 0.0;
-            for (int i = 0; i < sorted; i++) {
-                cum += s->prob[s->idx[i]];
+        /* Keep the most probable tokens until their mass reaches top_p.
+         * Unsorted: bucket the candidates by probability (half-nat steps
+         * below the max), take whole buckets above the one where the mass
+         * crosses top_p, and sort only that bucket. */
+        double target = (double)p->top_p * total, cum = 0.0;
+        int keep = n;
+        if (sorted) {
+            for (int j = 0; j < n; j++) {
+                cum += c[j].v;
                 if (cum >= target) {
-                    cut = i + 1;
+                    keep = j + 1;
                     break;
                 }
             }
-            if (cut > 0 || sorted >= n) break;
-            k = sorted * 4 < n ? sorted * 4 : n;
+        } else {
+            double bm[SAMPLER_BUCKETS] = {0};
+            for (int j = 0; j < n; j++) bm[s->bucket[j]] += c[j].v;
+            int bc = 0;
+            for (; bc < SAMPLER_BUCKETS - 1; bc++) {
+                if (cum + bm[bc] >= target) break;
+                cum += bm[bc];
+            }
+            /* buckets above bc stay in place (compacted); bucket bc goes to
+             * the scratch area, sorted, and is taken until the mass is reached */
+            int m = 0, nb = 0;
+            cand *x = s->cand2;
+            for (int j = 0; j < n; j++) {
+                if (s->bucket[j] < bc) c[m++] = c[j];
+                else if (s->bucket[j] == bc) x[nb++] = c[j];
+            }
+            sort_desc(x, nb);
+            for (int j = 0; j < nb; j++) {
+                c[m++] = x[j];
+                cum += x[j].v;
+                if (cum >= target) break;
+            }
+            keep = m;
         }
-        if (cut < 0) cut = n;
-        if (cut < 1) cut = 1;
-        n = cut;
+        if (keep < 1) keep = 1;
+        n = keep;
         total = 0.0;
-        for (int i = 0; i < n; i++) total += s->prob[s->idx[i]];
+        for (int j = 0; j < n; j++) total += c[j].v;
     }
     if (p->min_p > 0.0f) {
         float pmax = 0.0f;
-        for (int i = 0; i < n; i++)
-            if (s->prob[s->idx[i]] > pmax) pmax = s->prob[s->idx[i]];
+        for (int j = 0; j < n; j++)
+            if (c[j].v > pmax) pmax = c[j].v;
         float thr = p->min_p * pmax;
         int m = 0;
         total = 0.0;
-        for (int i = 0; i < n; i++) {
-            int32_t t = s->idx[i];
-            if (s->prob[t] >= thr) {
-                s->idx[m++] = t;
-                total += s->prob[t];
+        for (int j = 0; j < n; j++)
+            if (c[j].v >= thr) {
+                c[m++] = c[j];
+                total += c[j].v;
             }
-        }
         n = m > 0 ? m : 1;
     }
 
     double r = rng_uniform(s->rng) * total, acc = 0.0;
-    for (int i = 0; i < n; i++) {
-        acc += s->prob[s->idx[i]];
-        if (r < acc) return s->idx[i];
+    for (int j = 0; j < n; j++) {
+        acc += c[j].v;
+        if (r < acc) return c[j].id;
     }
-    return s->idx[n - 1];
+    return c[n - 1].id;
 }
