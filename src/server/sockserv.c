@@ -6,6 +6,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "server/api.h"
 
 #define MAX_LINE (1 << 20)
+#define READ_TIMEOUT_S 60
 
 struct qw_sockserv {
     char *path;
@@ -29,7 +31,7 @@ struct qw_sockserv {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int n_conns;   /* live connection threads */
-    int stopping;
+    atomic_int stopping;
     int wake[2];   /* pipe: wakes the accept loop */
 };
 
@@ -191,7 +193,7 @@ static void *conn_main(void *arg) {
     free(ca);
     char *line = NULL;
     size_t len = 0, cap = 0;
-    int too_long = 0, got_line = 0;
+    int too_long = 0, got_line = 0, idle_ticks = 0;
     for (;;) {
         if (len + 4096 + 1 > cap) {
             size_t nc = cap ? cap * 2 : 8192;
@@ -199,6 +201,15 @@ static void *conn_main(void *arg) {
             if (!p) break;
             line = p;
             cap = nc;
+        }
+        /* Wait for bytes in short slices so that a silent client neither
+         * blocks shutdown nor holds its thread beyond READ_TIMEOUT_S. */
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int pr = poll(&pf, 1, 100);
+        if (pr < 0 && errno != EINTR) break;
+        if (pr <= 0) {
+            if (atomic_load(&s->stopping) || ++idle_ticks > READ_TIMEOUT_S * 10) break;
+            continue;
         }
         ssize_t r = recv(fd, line + len, cap - len - 1, 0);
         if (r < 0 && errno == EINTR) continue;
@@ -349,7 +360,9 @@ fail:
 }
 
 void sockserv_quiesce(qw_sockserv *s) {
-    if (!s || !s->accept_started) return;
+    if (!s) return;
+    atomic_store(&s->stopping, 1);
+    if (!s->accept_started) return;
     ssize_t w = write(s->wake[1], "x", 1);
     (void)w;
     pthread_join(s->accept_thread, NULL);
