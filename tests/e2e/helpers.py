@@ -69,16 +69,30 @@ class SSE:
     comment), each event is terminated by a blank line, bytes are valid
     UTF-8, `data: [DONE]` is last."""
 
-    def __init__(self, server, path, body, headers=None, timeout=TIMEOUT):
+    def __init__(self, server, path, body, headers=None, timeout=TIMEOUT, send=True):
         self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
-        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        h.update(headers or {})
-        self.conn.request("POST", path, body=json.dumps(body).encode(), headers=h)
+        self.conn.connect()
+        self.path, self.body = path, body
+        self.hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        self.hdrs.update(headers or {})
+        self.done = False
+        self.chunks = []
+        if send:
+            self.send()
+
+    def send(self):
+        """Send the request and wait for the response headers."""
+        self.conn.request("POST", self.path, body=json.dumps(self.body).encode(), headers=self.hdrs)
         self.resp = self.conn.getresponse()
         self.status = self.resp.status
         self.headers = self.resp.headers
-        self.done = False
-        self.chunks = []
+
+    def hangup(self):
+        """Close the connection from another thread (even while send() waits)."""
+        try:
+            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
 
     def error_body(self):
         return self.resp.read()
@@ -156,6 +170,7 @@ def chat_stream_text(chunks):
     text, finish, saw_role = [], None, False
     for i, c in enumerate(chunks):
         assert c.get("object") == "chat.completion.chunk", f"chunk {i} object {c.get('object')!r}"
+        assert isinstance(c.get("created"), int) and isinstance(c.get("model"), str), f"chunk {i}: {c}"
         choices = c.get("choices")
         assert isinstance(choices, list), f"chunk {i} has no choices list: {c}"
         if not choices:

@@ -230,17 +230,39 @@ def test_openai_client_chat(server):
     assert usage is not None and usage.completion_tokens == r.usage.completion_tokens
 
 
-def _boundary_stop(chunks_text):
-    """A stop string spanning the boundary between two streamed pieces in the
-    middle of the output, so a server that streams without holding back
-    would leak its first half."""
+def _boundary_stops(chunks_text):
+    """Stop strings spanning the boundary between two streamed pieces in the
+    middle of the output (so a server that streams without holding back
+    would leak the first half): one of any text, and one made of non-ASCII
+    characters when the output has such a boundary."""
     pieces = [p for p in chunks_text if p]
-    for i in range(len(pieces) // 3, len(pieces) - 1):
-        a, b = pieces[i], pieces[i + 1]
-        s = a[-2:] + b[:2]
-        if "\ufffd" not in s and s.strip():
-            return s
-    return None
+    out = []
+    for want_non_ascii in (False, True):
+        for i in range(len(pieces) // 3, len(pieces) - 1):
+            a, b = pieces[i], pieces[i + 1]
+            s = a[-2:] + b[:2]
+            if "\ufffd" in s or not s.strip() or s in out:
+                continue
+            if want_non_ascii and not (ord(a[-1]) > 127 and ord(b[0]) > 127):
+                continue
+            out.append(s)
+            break
+    return out
+
+
+def _stop_cases(server, prompt, stops, full):
+    for stop in stops:
+        cut = full.find(stop)
+        assert cut >= 0
+        expected = full[:cut]
+        for stop_field in (stop, ["\u2603never-in-output\u2603", stop]):
+            text, finish, _ = chat_text(server, prompt, max_tokens=40, temperature=0, stop=stop_field)
+            assert text == expected, f"stop={stop_field!r}: expected {expected!r}, got {text!r}"
+            assert finish == "stop"
+            text, finish, _ = stream_chat(server, prompt, max_tokens=40, temperature=0, stop=stop_field)
+            assert stop not in text
+            assert text == expected, f"streamed with stop={stop_field!r}: expected {expected!r}, got {text!r}"
+            assert finish == "stop"
 
 
 def test_stop_strings_never_leak(server):
@@ -255,27 +277,15 @@ def test_stop_strings_never_leak(server):
         s.close()
     pieces = [c["choices"][0]["delta"].get("content") for c in chunks if c.get("choices")]
     assert "".join(p for p in pieces if p) == full
-    stop = _boundary_stop(pieces)
-    assert stop, f"could not pick a stop string from {pieces}"
-    cut = full.find(stop)
-    assert cut >= 0
-    expected = full[:cut]
-
-    text, finish, _ = chat_text(server, prompt, max_tokens=40, temperature=0, stop=stop)
-    assert text == expected, f"stop={stop!r}: expected {expected!r}, got {text!r}"
-    assert finish == "stop"
-    text, finish, _ = chat_text(server, prompt, max_tokens=40, temperature=0,
-                                stop=["\u2603never-in-output\u2603", stop])
-    assert text == expected and finish == "stop"
-
-    for stop_field in (stop, ["\u2603never-in-output\u2603", stop]):
-        text, finish, _ = stream_chat(server, prompt, max_tokens=40, temperature=0, stop=stop_field)
-        assert stop not in text
-        assert text == expected, f"streamed with stop={stop_field!r}: expected {expected!r}, got {text!r}"
-        assert finish == "stop"
+    stops = _boundary_stops(pieces)
+    assert stops, f"could not pick a stop string from {pieces}"
+    # and one that matches at the very start: nothing at all is sent
+    _stop_cases(server, prompt, stops + [full[:3]], full)
 
     # a stop string that never occurs changes nothing
     text, finish2, _ = chat_text(server, prompt, max_tokens=40, temperature=0, stop="\u2603never\u2603")
+    assert text == full
+    text, finish2, _ = stream_chat(server, prompt, max_tokens=40, temperature=0, stop=["\u2603never\u2603", "zzzzq"])
     assert text == full
 
 

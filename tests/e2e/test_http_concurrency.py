@@ -14,7 +14,7 @@ import requests
 
 from conftest import assert_clean_log, start_http, stop_checked
 from helpers import (SSE, active_slots_metric, api_error, chat, chat_stream_text, chat_text,
-                     find_metric, metrics, ok_json, stream_chat)
+                     find_metric, metrics, ok_json, post, stream_chat)
 
 PROMPTS = [
     "Write a haiku about autumn.",
@@ -95,6 +95,30 @@ def test_8_simultaneous_nonstreaming_sampled_match_alone(server8):
 
     got = _run_threads([client(i) for i in range(len(PROMPTS))])
     assert got == alone
+
+
+def test_long_prompt_prefilled_beside_running_streams(server8):
+    """A prompt longer than one engine step's batch is prefilled in chunks
+    between the decode steps of running streams; neither side changes."""
+    words = ["river", "mountain", "算法", "código", "🙂", "Zürich", "tensor", "λόγος", "quietly", "42"]
+    long_prompt = " ".join(f"{i}:{words[i % len(words)]}{words[(i * 7) % len(words)]}" for i in range(400))
+    body = {"prompt": long_prompt, "raw": True, "max_tokens": 16, "temperature": 0}
+    alone = ok_json(post(server8, "/v1/completions", body))
+    assert alone["prompt_tokens"] > 1000, alone["prompt_tokens"]
+    short_alone = [stream_chat(server8, p, max_tokens=40, temperature=0)[:2] for p in PROMPTS[:3]]
+
+    def short(i):
+        def go():
+            return stream_chat(server8, PROMPTS[i], max_tokens=40, temperature=0)[:2]
+        return go
+
+    def long():
+        time.sleep(0.05)  # let the short ones start decoding first
+        return ok_json(post(server8, "/v1/completions", body))
+
+    got = _run_threads([short(0), short(1), short(2), long])
+    assert got[3]["text"] == alone["text"], f"long prompt alone {alone['text']!r}, beside streams {got[3]['text']!r}"
+    assert got[:3] == short_alone
 
 
 def test_burst_of_40_requests_all_served(server8):
@@ -226,21 +250,22 @@ def test_disconnect_frees_slot(model_dir):
 
 
 class _Streamer(threading.Thread):
-    """A long streaming request in a thread; .first is set at its first chunk."""
+    """A long streaming request in a thread; .first is set at its first
+    chunk (or when it ends); .quit makes it stop reading and close."""
 
     def __init__(self, server, prompt):
         super().__init__(daemon=True)
-        self.server, self.prompt = server, prompt
         self.first = threading.Event()
         self.quit = threading.Event()
         self.status = None
         self.error = None
+        self.sse = SSE(server, "/v1/chat/completions",
+                       {"messages": [{"role": "user", "content": prompt}], "max_tokens": 3000,
+                        "temperature": 0, "stream": True}, timeout=60, send=False)
 
     def run(self):
         try:
-            self.sse = SSE(self.server, "/v1/chat/completions",
-                           {"messages": [{"role": "user", "content": self.prompt}], "max_tokens": 3000,
-                            "temperature": 0, "stream": True}, timeout=60)
+            self.sse.send()
             self.status = self.sse.status
             if self.status != 200:
                 return
@@ -248,21 +273,29 @@ class _Streamer(threading.Thread):
                 self.first.set()
                 if self.quit.is_set():
                     break
-            self.sse.close()
         except BaseException as e:  # noqa: BLE001
-            self.error = e
+            if not self.quit.is_set():  # a hang-up we asked for is no error
+                self.error = e
         finally:
             self.first.set()
+            self.sse.close()
+
+    def stop(self):
+        self.quit.set()
+        self.sse.hangup()
+        self.join(30)
 
 
 def test_queue_full_503_with_retry_after(model_dir):
     s = start_http(model_dir, "--parallel", "1", "--queue", "1")
-    a = b = None
+    streams = []
     try:
         a = _Streamer(s, "Tell a long story.")
+        streams.append(a)
         a.start()
         assert a.first.wait(30) and a.status == 200, f"first stream: {a.status} {a.error!r}"
         b = _Streamer(s, "Tell another long story.")
+        streams.append(b)
         b.start()
         qname = find_metric(metrics(s), ["queue", "deferred", "waiting"], exclude=("total",))
         v = _wait_metric(s, qname, 1, 5.0)
@@ -283,21 +316,27 @@ def test_queue_full_503_with_retry_after(model_dir):
             api_error(r, 503)
             ra = r.headers.get("Retry-After")
             assert ra is not None and ra.strip().isdigit(), f"Retry-After {ra!r}"
-        a.quit.set()
-        b.quit.set()
-        a.join(30)
-        assert b.first.wait(30), "the queued stream never started after the first one ended"
-        b.join(30)
-        assert b.status == 200 and b.error is None, f"queued stream: {b.status} {b.error!r}"
+
+        # the queued client goes away: it leaves the queue, making room for another
+        b.stop()
+        v = _wait_metric(s, qname, 0, 3.0)
+        assert v == 0, f"{qname} still {v} 3 s after the queued client hung up"
+        c = _Streamer(s, "A third long story.")
+        streams.append(c)
+        c.start()
+        assert _wait_metric(s, qname, 1, 5.0) == 1, f"the new request is not queued (status {c.status})"
+        a.stop()
+        assert c.first.wait(30), "the queued stream never started after the first one ended"
+        c.stop()
+        assert c.status == 200 and c.error is None, f"queued stream: {c.status} {c.error!r}"
         assert _wait_metric(s, qname, 0, 5.0) == 0
+        assert _wait_metric(s, active_slots_metric(metrics(s)), 0, 5.0) == 0
         ok_json(chat(s, "after", max_tokens=2))
         s.check_alive()
     finally:
-        for t in (a, b):
-            if t:
-                t.quit.set()
-                if getattr(t, "sse", None):
-                    t.sse.close()
+        for t in streams:
+            t.quit.set()
+            t.sse.hangup()
         stop_checked(s)
 
 
