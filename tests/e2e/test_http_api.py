@@ -169,6 +169,18 @@ def test_chat_system_and_multiturn(server):
     assert j["usage"]["prompt_tokens"] == len(tokenize(server, rendered)), j["usage"]
 
 
+def test_chat_content_parts(server):
+    """OpenAI's content as a list of text parts is the same as the string."""
+    ref, _, _ = chat_text(server, "Hello world", max_tokens=8, temperature=0)
+    parts = [{"type": "text", "text": "Hello "}, {"type": "text", "text": "world"}]
+    text, _, _ = chat_text(server, parts, max_tokens=8, temperature=0)
+    assert text == ref
+    img = [{"type": "text", "text": "What is this?"},
+           {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    api_error(chat(server, img, max_tokens=2), 400)
+    server.check_alive()
+
+
 def test_chat_max_completion_tokens(server):
     text, finish, j = chat_text(server, "Write a poem.", max_completion_tokens=4, temperature=0)
     assert j["usage"]["completion_tokens"] <= 4
@@ -377,8 +389,11 @@ def test_metrics_counters_increase(server):
     prompt_tok = find_metric(before, ["prompt"], ["token"])
     gen_tok = find_metric(before, ["gen", "completion", "predicted", "output"], ["token"],
                           exclude=("per_second", "tps", "tok_s", "rate", "second"))
+    ttft = find_metric(before, ["ttft", "first_token"])
+    ttft_count = before.get(ttft + "_count", before.get(ttft))
     ok_json(post(server, "/v1/completions", {"prompt": "Count.", "max_tokens": 5, "temperature": 0}))
     after = metrics(server)
+    assert after.get(ttft + "_count", after.get(ttft)) >= ttft_count + 1, f"{ttft} did not count the request"
     assert after[req] >= before[req] + 1, f"{req}: {before[req]} -> {after[req]}"
     assert after[prompt_tok] >= before[prompt_tok] + 1, f"{prompt_tok}: {before[prompt_tok]} -> {after[prompt_tok]}"
     assert after[gen_tok] >= before[gen_tok] + 1, f"{gen_tok}: {before[gen_tok]} -> {after[gen_tok]}"

@@ -202,13 +202,20 @@ def test_stale_socket_replaced_and_removed_on_sigterm(model_dir, sockdir):
     assert not os.path.exists(path), "socket file left behind after SIGTERM"
 
 
-def test_sigint_removes_socket(model_dir, sockdir):
+def test_sigint_with_request_in_flight(model_dir, sockdir):
     path = os.path.join(sockdir, "int.sock")
     s = SocketServer(model_dir, path, "--parallel", "1")
     _started.append(s)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.settimeout(20)
+    c.connect(path)
+    c.sendall(json.dumps({"tokens": PROMPT, "max_tokens": 3500, "temperature": 0}).encode() + b"\n")
+    time.sleep(0.3)
     rc, dt = s.stop(signal.SIGINT, timeout=15)
-    assert rc == 0 and dt < 5, f"SIGINT: exit {rc} after {dt:.1f} s"
+    c.close()
+    assert rc == 0 and dt < 10, f"SIGINT: exit {rc} after {dt:.1f} s; stderr:\n{s.log_tail()}"
     assert not os.path.exists(path)
+    assert_clean_log(s)
 
 
 def test_socket_path_that_is_a_regular_file_is_refused(model_dir, sockdir):

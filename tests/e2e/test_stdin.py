@@ -3,6 +3,7 @@ line of generated ids back; a malformed line gets an error line and the
 server goes on; EOF exits 0."""
 
 import queue
+import signal
 import subprocess
 import threading
 
@@ -111,3 +112,14 @@ def test_stdin_matches_cli(model_dir, stdin_server):
                        capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     assert [int(x) for x in r.stdout.split()] == got
+
+
+def test_sigterm_exits_0(model_dir):
+    s = StdinServer(model_dir)
+    _started.append(s)
+    ids(s.ask(f"{PROMPT}|2"), 2)
+    s.send(f"{PROMPT}|3000")          # a long request in flight
+    rc, dt = s.stop(signal.SIGTERM, timeout=15)
+    assert rc == 0, f"exit {rc} after SIGTERM; stderr:\n{s.log_tail()}"
+    assert dt < 10, f"took {dt:.1f} s to exit"
+    assert_clean_log(s)
