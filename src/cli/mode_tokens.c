@@ -30,6 +30,7 @@
 #define DEFAULT_N 20
 #define DEFAULT_CTX 4096
 #define PREFILL_BATCH 512
+#define LOGITS_BATCH 128
 
 /* Token ids separated by spaces, tabs, newlines or commas. */
 static int parse_ids(const char *s, int32_t **out, int *n_out) {
@@ -185,7 +186,10 @@ int mode_tokens(const qw_opts *o) {
         fprintf(stderr, "qwenc: cannot start %d threads\n", threads);
         goto out;
     }
-    int batch = n_ids < PREFILL_BATCH ? n_ids : PREFILL_BATCH;
+    /* --logits-out keeps every row's logits: smaller chunks bound that
+     * buffer (128 x vocab floats) */
+    int max_chunk = o->logits_out ? LOGITS_BATCH : PREFILL_BATCH;
+    int batch = n_ids < max_chunk ? n_ids : max_chunk;
     ctx = ctx_create(m, 1, n_ctx, batch, &err);
     if (!ctx) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
