@@ -247,24 +247,33 @@ static void att_run(void *arg, int tid, int nth) {
     int hd = c->hd, group = c->nh / c->nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
     float *S = c->scores + (int64_t)tid * group * c->n_ctx;
-    int64_t items = (int64_t)b->n * c->nkv;
+    /* With fewer (token, kv head) pairs than threads (decode on a many-core
+     * machine), the query heads of a group are split among threads too. */
+    int64_t pairs = (int64_t)b->n * c->nkv;
+    int sub = pairs >= nth ? 1 : (int)((nth + pairs - 1) / pairs);
+    if (sub > group) sub = group;
+    int64_t items = pairs * sub;
     /* Strided so that long (late) and short (early) tokens mix evenly. */
     for (int64_t it = tid; it < items; it += nth) {
-        int t = (int)(it / c->nkv), g = (int)(it % c->nkv);
+        int64_t pr = it / sub;
+        int t = (int)(pr / c->nkv), g = (int)(pr % c->nkv), sp = (int)(it % sub);
+        int h0 = sp * group / sub, h1 = (sp + 1) * group / sub, nq = h1 - h0;
+        if (nq <= 0) continue;
         int slot = b->slot ? b->slot[t] : 0, pos = b->pos[t];
         int64_t base = slot * c->slot_stride + c->layer * c->layer_stride + g * c->head_stride;
         const float *kc = c->k_cache + base; /* [n_ctx][hd] */
         const float *vt = c->v_cache + base; /* [hd][n_ctx] */
-        const float *q = c->q + (int64_t)t * c->q_dim + (int64_t)g * group * hd; /* [group][hd] */
-        float *o = c->att + (int64_t)t * c->q_dim + (int64_t)g * group * hd;     /* [group][hd] */
-        K->matmul[QW_F32](S, c->n_ctx, q, hd, group, kc, hd, 0, pos + 1);
-        for (int h = 0; h < group; h++) {
+        int64_t qoff = (int64_t)t * c->q_dim + ((int64_t)g * group + h0) * hd;
+        const float *q = c->q + qoff; /* [nq][hd] */
+        float *o = c->att + qoff;     /* [nq][hd] */
+        K->matmul[QW_F32](S, c->n_ctx, q, hd, nq, kc, hd, 0, pos + 1);
+        for (int h = 0; h < nq; h++) {
             float *sh = S + (int64_t)h * c->n_ctx;
             K->scale(sh, scale, pos + 1);
             K->softmax(sh, pos + 1);
         }
         for (int d = 0; d < hd; d++)
-            K->matmul[QW_F32](o + d, hd, S, c->n_ctx, group, vt + (int64_t)d * c->n_ctx, pos + 1, 0, 1);
+            K->matmul[QW_F32](o + d, hd, S, c->n_ctx, nq, vt + (int64_t)d * c->n_ctx, pos + 1, 0, 1);
     }
 }
 
