@@ -188,6 +188,14 @@ static int parse_config(qw_config *c, const cJSON *j, const char *path, qw_err *
     int sw = 0;
     if (get_bool(j, "use_sliding_window", &sw, path, err) < 0) return -1;
     if (sw) return qw_errf(err, "config: %s: field 'use_sliding_window': sliding-window attention is not supported", path);
+    const cJSON *lt = item(j, "layer_types"); /* transformers 5.x */
+    if (lt) {
+        if (!cJSON_IsArray(lt)) return qw_errf(err, "config: %s: field 'layer_types' must be a list", path);
+        for (const cJSON *x = lt->child; x; x = x->next)
+            if (!cJSON_IsString(x) || strcmp(x->valuestring, "full_attention"))
+                return qw_errf(err, "config: %s: field 'layer_types': only 'full_attention' layers are supported",
+                               path);
+    }
     const cJSON *act = item(j, "hidden_act");
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
         return qw_errf(err, "config: %s: field 'hidden_act': only 'silu' is supported", path);

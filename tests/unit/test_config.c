@@ -144,6 +144,7 @@ int main(void) {
     bad("rope type", edit("\"rope_theta\": 1000000.0,", "\"rope_parameters\": {\"rope_theta\": 1.0, "
                                                         "\"rope_type\": \"yarn\"},"),
         "rope_type");
+    bad("sliding layer", with(", \"layer_types\": [\"full_attention\", \"sliding_attention\"]"), "layer_types");
     bad("activation", edit("\"silu\"", "\"gelu\""), "hidden_act");
     bad("tie not bool", edit("\"tie_word_embeddings\": true", "\"tie_word_embeddings\": 1"), "tie_word_embeddings");
     bad("eos outside vocab", edit("\"eos_token_id\": 151645", "\"eos_token_id\": 999999"), "eos_token_id");
