@@ -19,6 +19,10 @@
 #include "engine/generate.h"
 #include "server/api.h"
 
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0 /* macOS: SIGPIPE is ignored by the server modes */
+#endif
+
 #define MAX_LINE (1 << 20)
 #define READ_TIMEOUT_S 60
 
