@@ -16,7 +16,7 @@
 #
 # Idempotent: a second run installs nothing, builds nothing, downloads
 # nothing and takes a few seconds. The model folder it chose is written to
-# models/MODEL (one line) for ./benchmark.sh.
+# models/MODEL (one line; $QWENC_SETUP_STATE overrides) for ./benchmark.sh.
 #
 # Environment: HF_HOME, HF_ENDPOINT, HF_TOKEN (see ./qwenc --help), MAKEFLAGS.
 set -euo pipefail
@@ -191,8 +191,9 @@ if [ -z "$MODEL" ]; then
   fi
   rm -f build/setup-pull.log
 fi
-mkdir -p models
-echo "$MODEL" >models/MODEL
+STATE=${QWENC_SETUP_STATE:-models/MODEL}
+mkdir -p "$(dirname "$STATE")"
+echo "$MODEL" >"$STATE"
 echo "model: $MODEL"
 
 # ---------------------------------------------------------------------------

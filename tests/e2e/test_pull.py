@@ -387,3 +387,27 @@ def test_sharded_repo(model_dir, hub_env, tmp_path):
     b = run([QWENC, model_dir, "151644 8948 198", "4", "--threads", "1"], env=env)
     assert a.returncode == 0, a.stderr.decode(errors="replace")
     assert a.stdout == b.stdout and a.stdout.strip()
+
+
+def test_setup_pulls_and_smoke_tests(repo_folder, hub_env, tmp_path):
+    """./setup.sh --no-serve against the stand-in hub: deps present, build
+    up to date, the model pulled into HF_HOME, a smoke test; a second run
+    downloads nothing."""
+    hub = hub_env(repo_folder)
+    env = env_for(tmp_path, hub.url)
+    env["QWENC_SETUP_STATE"] = str(tmp_path / "MODEL")
+    setup = os.path.join(ROOT, "setup.sh")
+    r = run(["bash", setup, "--no-serve", "--model", REPO, "--threads", "1"], env=env, timeout=300)
+    out = (r.stdout + r.stderr).decode(errors="replace")
+    assert r.returncode == 0, out[-3000:]
+    snap = repo_cache(tmp_path) / "snapshots" / hub.commit
+    assert (tmp_path / "MODEL").read_text().strip() == str(snap), out[-2000:]
+    assert "smoke test passed" in out and "serving skipped" in out, out[-2000:]
+    n_before = len(hub.requests())
+    r = run(["bash", setup, "--no-serve", "--model", REPO, "--threads", "1"], env=env, timeout=300)
+    out = (r.stdout + r.stderr).decode(errors="replace")
+    assert r.returncode == 0 and "is in the Hugging Face cache" in out, out[-2000:]
+    assert len(hub.requests()) == n_before, "the second setup contacted the hub"
+
+    r = run(["bash", setup, "--bogus"], env=env)
+    assert r.returncode == 2 and b"--bogus" in r.stderr
