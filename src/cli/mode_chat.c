@@ -1,8 +1,9 @@
 /* mode_chat.c - `qwenc chat MODEL [options]`: a multi-turn chat in the terminal.
  *
  * Line editing and history come from libedit's readline API (readline(),
- * add_history()); when stdin is not a terminal lines are read plainly, so
- * the mode can also be scripted. Answers stream token by token through the
+ * add_history(); the history is kept in ~/.qwenc_history, or
+ * $QWENC_HISTORY, empty for none); when stdin is not a terminal lines are
+ * read plainly, so the mode can also be scripted. Answers stream token by token through the
  * tokenizer's streaming decoder.
  *
  * The conversation's KV cache is kept between turns: each turn renders the
@@ -249,6 +250,19 @@ static void help(void) {
           "Ctrl-C stops an answer.\n", stderr);
 }
 
+/* Where the line history is kept between sessions: $QWENC_HISTORY (empty:
+ * nowhere), else ~/.qwenc_history. malloc'd or NULL. */
+static char *history_file(void) {
+    const char *e = getenv("QWENC_HISTORY");
+    if (e) return *e ? strdup(e) : NULL;
+    const char *home = getenv("HOME");
+    if (!home || !*home) return NULL;
+    size_t n = strlen(home) + sizeof "/.qwenc_history";
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/.qwenc_history", home);
+    return p;
+}
+
 /* A line of input (malloc'd, no newline), or NULL at end of input.
  * *interrupted = 1 when Ctrl-C ended the read. */
 static char *read_line(int tty, int *interrupted) {
@@ -358,9 +372,13 @@ int mode_chat(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C ends a blocking read */
     sigaction(SIGINT, &sa, &old_sa);
+    char *hist_path = NULL;
     if (tty_in) {
         rl_catch_signals = 0; /* our handler, not libedit's */
         using_history();
+        stifle_history(1000);
+        hist_path = history_file();
+        if (hist_path) read_history(hist_path); /* absent on first use: fine */
     }
 
     for (;;) {
@@ -412,6 +430,9 @@ int mode_chat(int argc, char **argv) {
         free(line);
     }
     sigaction(SIGINT, &old_sa, NULL);
+    if (hist_path && write_history(hist_path) != 0)
+        LOG_DEBUG("chat: cannot save the history to %s", hist_path);
+    free(hist_path);
 
 out:
     msgs_clear(&c);

@@ -23,7 +23,7 @@ PROMPT = b">>> "
 
 
 class PtyChat:
-    def __init__(self, *args):
+    def __init__(self, *args, history=""):
         import pty
         self.buf = b""
         self.pos = 0  # everything before pos has been matched already
@@ -31,6 +31,7 @@ class PtyChat:
         if self.pid == 0:  # child
             try:
                 os.chdir(ROOT)
+                os.environ["QWENC_HISTORY"] = history
                 os.execv(QWENC, [QWENC, "chat", *args])
             finally:
                 os._exit(127)
@@ -100,8 +101,8 @@ class PtyChat:
 def chat_of(model_dir):
     started = []
 
-    def start(*extra):
-        c = PtyChat(model_dir, "--threads", THREADS, *extra)
+    def start(*extra, history=""):
+        c = PtyChat(model_dir, "--threads", THREADS, *extra, history=history)
         started.append(c)
         return c
 
@@ -110,8 +111,9 @@ def chat_of(model_dir):
         c.close()
 
 
-def test_turns_stats_cache_commands(chat_of):
-    c = chat_of("-n", "12")
+def test_turns_stats_cache_commands(chat_of, tmp_path):
+    hist = tmp_path / "history"
+    c = chat_of("-n", "12", history=str(hist))
     c.expect(rb"RANDOM WEIGHTS")
     c.expect(PROMPT)
     c.line("Hello there, who are you?")
@@ -145,6 +147,18 @@ def test_turns_stats_cache_commands(chat_of):
     c.expect(PROMPT)
     c.line("/quit")
     assert c.wait() == 0
+    # The lines typed are kept for the next session.
+    saved = hist.read_text(errors="replace").replace("\\040", " ")  # libedit's vis(3) encoding
+    assert "Hello there, who are you?" in saved and "/reset" in saved, saved
+
+    # Next session: the up arrow brings back the last line.
+    c2 = chat_of("-n", "2", history=str(hist))
+    c2.expect(PROMPT)
+    c2.send(b"\x1b[A")
+    c2.expect(rb"/quit")
+    c2.send(b"\x15")  # Ctrl-U: clear the line
+    c2.line("/quit")
+    assert c2.wait() == 0
 
 
 def test_ctrl_c_stops_answer_and_eof_exits(chat_of):
