@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -554,6 +555,22 @@ static int fetch(puller *p, const char *rev, const char *file, int required, qw_
         if (p->progress != HUB_PROGRESS_NONE) fprintf(stderr, "  %-28s %9s  cached\n", file, hb);
         rc = link_snapshot(p, file, etag, err);
         goto out;
+    }
+    if (size > 0) {
+        /* Fail early rather than half-way through a large file. */
+        struct statvfs vfs;
+        int64_t part_have = file_size(part);
+        int64_t need = size - (part_have > 0 ? part_have : 0);
+        if (statvfs(p->repo_dir, &vfs) == 0) {
+            double avail = (double)vfs.f_bavail * (double)vfs.f_frsize;
+            if (avail < (double)need) {
+                char nb[32], ab[32];
+                fmt_bytes(nb, sizeof nb, (double)need);
+                fmt_bytes(ab, sizeof ab, avail);
+                qw_errf(err, "hub: %s: needs %s but only %s are free in %s", file, nb, ab, p->repo_dir);
+                goto out;
+            }
+        }
     }
     int from_zero_retry = 1;
     for (int attempt = 0;; attempt++) {
