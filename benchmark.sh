@@ -15,7 +15,8 @@
 # prompt). Prints the seed's table and writes benchmark_results.json.
 #
 #   --url URL           use a running server (else one is started on a free
-#                       port with MODEL and stopped at the end)
+#                       port with MODEL and stopped at the end); give --model
+#                       too for the cold-start measurement
 #   --model M           default: what ./setup.sh chose (models/MODEL), else
 #                       Qwen/Qwen2.5-0.5B-Instruct from the Hugging Face cache,
 #                       else models/qwen2.5-0.5b-synth
@@ -55,7 +56,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=${2:?--out needs a value}; shift ;;
     --compare-llamacpp) LLAMA=1 ;;
     --gguf) GGUF=${2:?--gguf needs a value}; shift ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmark.sh: unknown option '$1' (see ./benchmark.sh --help)" >&2; exit 2 ;;
   esac
   shift
@@ -66,12 +67,13 @@ PY3=$(command -v python3 || true)
 [ -n "$PY3" ] || { echo "benchmark.sh: python3 is needed" >&2; exit 1; }
 [ -x ./qwenc ] || { echo "benchmark.sh: ./qwenc is not built (run ./setup.sh or make)" >&2; exit 1; }
 
-if [ -z "$MODEL" ]; then
+# With --url and no --model the server's model is unknown here: no cold start.
+if [ -z "$MODEL" ] && [ -z "$URL" ]; then
   if [ -f models/MODEL ] && [ -d "$(cat models/MODEL)" ]; then MODEL=$(cat models/MODEL)
   elif [ -f "${HF_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}/models--Qwen--Qwen2.5-0.5B-Instruct/refs/main" ]; then
     MODEL=Qwen/Qwen2.5-0.5B-Instruct
   elif [ -d models/qwen2.5-0.5b-synth ]; then MODEL=models/qwen2.5-0.5b-synth
-  elif [ -z "$URL" ]; then
+  else
     echo "benchmark.sh: no model: run ./setup.sh first, or give --model DIR|REPO or --url URL" >&2
     exit 1
   fi

@@ -30,7 +30,7 @@ MODEL_ARG=
 REPO=Qwen/Qwen2.5-0.5B-Instruct
 SYNTH_DIR=models/qwen2.5-0.5b-synth
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
     --no-serve) SERVE=0 ;;
