@@ -108,11 +108,15 @@ static void req_finish(qw_sched *s, qw_req *r, int finish, const char *fail_msg)
     req_unref(r); /* the engine's reference */
 }
 
+/* Engine thread. The slot table's request pointers and n_active are read
+ * by admit and by other threads (submit, metrics, stop) under s->mu. */
 static void free_slot(qw_sched *s, int i) {
+    pthread_mutex_lock(&s->mu);
     s->slots[i].req = NULL;
     s->slots[i].n_past = 0;
     s->slots[i].prefilling = 0;
     s->n_active--;
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Under s->mu: take queued requests into free slots; finish cancelled ones.
