@@ -3,13 +3,14 @@ error-shape checks, Prometheus parsing."""
 
 import http.client
 import json
+import os
 import re
 import socket
 import time
 
 import requests
 
-TIMEOUT = 60
+TIMEOUT = float(os.environ.get("QWENC_E2E_HTTP_TIMEOUT", "60"))
 
 
 def post(server, path, body, headers=None, timeout=TIMEOUT):
