@@ -260,7 +260,7 @@ class _Streamer(threading.Thread):
         self.status = None
         self.error = None
         self.sse = SSE(server, "/v1/chat/completions",
-                       {"messages": [{"role": "user", "content": prompt}], "max_tokens": 3000,
+                       {"messages": [{"role": "user", "content": prompt}], "max_tokens": 4000,
                         "temperature": 0, "stream": True}, timeout=60, send=False)
 
     def run(self):
