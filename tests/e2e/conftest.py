@@ -294,7 +294,8 @@ class HttpServer(Proc):
                         f"within {startup_timeout} s (exit {rc}); stderr:\n{self.log_tail()}")
         self.host = m.group(1).strip("[]")
         self.port = int(m.group(2))
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.addr = "127.0.0.1" if self.host in ("0.0.0.0", "::", "localhost") else self.host
+        self.url = f"http://{self.addr}:{self.port}"
         deadline = time.monotonic() + startup_timeout
         last = None
         while time.monotonic() < deadline:

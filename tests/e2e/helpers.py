@@ -71,7 +71,7 @@ class SSE:
     UTF-8, `data: [DONE]` is last."""
 
     def __init__(self, server, path, body, headers=None, timeout=TIMEOUT, send=True):
-        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+        self.conn = http.client.HTTPConnection(server.addr, server.port, timeout=timeout)
         self.conn.connect()
         self.path, self.body = path, body
         self.hdrs = {"Content-Type": "application/json", "Accept": "text/event-stream"}

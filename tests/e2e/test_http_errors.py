@@ -5,6 +5,7 @@ OpenAI-style JSON error with the right status, and the server still answers
 import http.client
 import json
 import socket
+import sys
 import time
 
 import openai
@@ -136,7 +137,11 @@ def test_every_error_is_json_with_content_type(server):
 
 
 def _get(port, path, headers):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    return _get_at("127.0.0.1", port, path, headers)
+
+
+def _get_at(addr, port, path, headers):
+    c = http.client.HTTPConnection(addr, port, timeout=10)
     try:
         c.putrequest("GET", path, skip_host=True)
         for k, v in headers.items():
@@ -158,6 +163,21 @@ def test_host_header_checked(server):
         st, _, body = _get(server.port, "/v1/models", {"Host": host})
         assert st == 200, f"Host: {host}: expected 200, got {st} {body[:200]!r}"
     server.check_alive()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="127.0.0.2 is routed to lo on Linux only")
+def test_host_option(model_dir):
+    s = start_http(model_dir, "--host", "127.0.0.2", "--parallel", "1")
+    try:
+        assert s.host == "127.0.0.2", f"listening line names {s.host}"
+        r = requests.get(f"http://127.0.0.2:{s.port}/v1/models", timeout=10)
+        assert r.status_code == 200, r.text[:200]
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://127.0.0.1:{s.port}/health", timeout=5)
+        st, _, _ = _get_at("127.0.0.2", s.port, "/v1/models", {"Host": "evil.example"})
+        assert st == 403
+    finally:
+        stop_checked(s)
 
 
 def test_no_cors_header_by_default(server):
