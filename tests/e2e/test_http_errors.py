@@ -43,6 +43,12 @@ BAD_400 = [
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', "stream"),
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "stop": 5}', "stop"),
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "seed": "s"}', "seed"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": true}', "max_tokens"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "stop": ["a", 5]}', "stop"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "presence_penalty": 5}',
+     "presence_penalty"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "stream_options": 5}',
+     "stream_options"),
     ("/tokenize", b'{"content": 5}', None),
     ("/detokenize", b'{"tokens": "1 2"}', "tokens"),
     ("/detokenize", b'{"tokens": [999999]}', None),                     # id out of range
