@@ -369,7 +369,17 @@ def test_signal_exits_0_with_stream_running(model_dir, sig):
 
 
 def test_sigterm_idle_exits_0(model_dir):
+    """Idle, apart from a client holding half a request and a keep-alive
+    connection: SIGTERM still exits 0 at once."""
     s = start_http(model_dir)
-    rc, dt = s.stop(signal.SIGTERM, timeout=15)
+    stalled = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    stalled.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
+    idle = requests.Session()
+    assert idle.get(s.url + "/health", timeout=10).status_code == 200
+    try:
+        rc, dt = s.stop(signal.SIGTERM, timeout=15)
+    finally:
+        stalled.close()
+        idle.close()
     assert rc == 0 and dt < 5, f"idle SIGTERM: exit {rc} after {dt:.1f} s"
     assert_clean_log(s)
