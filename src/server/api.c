@@ -467,6 +467,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
     }
     if (unsupported(o, kind, e) < 0) goto out;
     if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
+    r->seed_set = is_present(cJSON_GetObjectItemCaseSensitive(o, "seed"));
     if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
     if (get_bool(o, "stream", &r->stream, e) < 0) goto out;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");

@@ -76,6 +76,7 @@ typedef struct api_req {
     int n_stop;
     int stream;
     int include_usage;
+    int seed_set;             /* the request gave "seed" */
 } api_req;
 
 /* Parse a /v1/completions or /v1/chat/completions body (already checked to

@@ -46,6 +46,7 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     e->sched = sched_create(e->ctx, e->pool, &sp, err);
     if (!e->sched) goto fail;
     e->sampling = engine_default_sampling(cfg, o->sampling);
+    e->random_seed = o->sampling == NULL;
     LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads", e->model->name ? e->model->name : "model",
              o->parallel, n_ctx, max_batch, threads);
     return 0;

@@ -34,6 +34,8 @@ typedef struct qw_engine {
     qw_ctx *ctx;
     qw_sched *sched;
     qw_sampling sampling; /* request defaults */
+    int random_seed;      /* 1: a request without "seed" gets a fresh random one
+                           * (no sampling flags on the command line) */
     int n_ctx;
 } qw_engine;
 

@@ -39,6 +39,7 @@ struct qw_http {
     _Atomic(qw_engine *) eng;
     atomic_int stopping;
     atomic_ullong next_id;
+    atomic_ullong next_seed;
     unsigned long long id_salt;
     long long start_time;
     atomic_ullong http_requests, http_errors;
@@ -186,6 +187,14 @@ static route find_route(const char *url, const char **want_method) {
             return t[i].r;
         }
     return R_NONE;
+}
+
+/* splitmix64 over a per-process salt and a counter. */
+static uint64_t random_seed(qw_http *h) {
+    uint64_t z = h->id_salt + 0x9E3779B97F4A7C15ULL * (atomic_fetch_add(&h->next_seed, 1) + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
 }
 
 static void new_id(qw_http *h, const char *prefix, char *out, size_t n) {
@@ -460,6 +469,9 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
     api_req req;
     if (api_parse(kind, k->body, k->len, &lim, &req, &ae) < 0) return send_error(h, c, &ae);
 
+    /* OpenAI semantics: without a seed, sampling differs from request to
+     * request (unless the command line fixed the sampling, seed included). */
+    if (!req.seed_set && e->random_seed) req.sampling.seed = random_seed(h);
     qw_req_params p = {
         .prompt = req.prompt,
         .n_prompt = req.n_prompt,
@@ -753,7 +765,10 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     if (h->cfg.max_body <= 0) h->cfg.max_body = 1L << 20;
     if (h->cfg.max_conns <= 0) h->cfg.max_conns = 256;
     h->start_time = (long long)time(NULL);
-    h->id_salt = (unsigned long long)h->start_time * 6364136223846793005ULL ^ (unsigned long long)getpid();
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    h->id_salt = ((unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec) ^
+                 ((unsigned long long)getpid() << 40);
     atomic_init(&h->eng, NULL);
     atomic_init(&h->stopping, 0);
 
