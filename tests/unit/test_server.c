@@ -246,12 +246,13 @@ static void test_parse_no_tokenizer(void) {
                     "\"user\":\"u\",\"metadata\":{\"a\":1},\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
     CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0, "parse: %s", e.message);
     CHECK(r.n_prompt == 3 && r.prompt[2] == 3 && r.max_tokens == 7, "prompt / max_tokens");
-    CHECK(r.sampling.temperature == 0.5f && r.sampling.seed == 42, "sampling");
+    CHECK(r.sampling.temperature == 0.5f && r.sampling.seed == 42 && r.seed_set, "sampling");
     CHECK(r.n_stop == 1 && !strcmp(r.stop[0], "x"), "stop list (empty ignored)");
     CHECK(r.stream && r.include_usage, "stream options");
     api_req_free(&r);
     b = "{\"prompt\":[5]}";
     CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0 && r.max_tokens == 50, "default max_tokens 50");
+    CHECK(!r.seed_set, "seed_set without a seed");
     api_req_free(&r);
 
     bad(API_COMPLETION, &lim, "{", 400, NULL);
