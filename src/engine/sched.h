@@ -19,8 +19,13 @@
  * the business of the consumer (the servers), which cancels a request with
  * sched_req_cancel() when it has seen a stop string.
  *
- * A request's output does not depend on what else runs: forward() computes
- * every batch row independently, and each request has its own sampler.
+ * A request's output does not depend on what else runs: each request has
+ * its own seeded sampler, and forward() computes every batch row on its own.
+ * tests/unit/test_sched.c checks both: logits are bit-identical across
+ * batches of 2+ tokens, and the same requests give the same tokens alone and
+ * among 7 others. (A batch of exactly one token takes forward()'s
+ * matrix-vector path, which sums in another order: last-bit differences,
+ * relative 1e-7, which could only flip an exact near-tie.)
  *
  * Output channel: the engine appends generated tokens to a per-request
  * buffer allocated at submit time (never reallocated), and signals a
