@@ -22,6 +22,7 @@
  * given; -n N caps an answer (default 512).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -334,7 +335,15 @@ int mode_chat(int argc, char **argv) {
     c.n_ctx = o.n_ctx > 0 ? o.n_ctx : CHAT_DEFAULT_CTX;
     if (c.n_ctx > cfg->max_pos) c.n_ctx = cfg->max_pos;
     int threads = o.threads > 0 ? o.threads : pool_default_threads();
+    /* The workers inherit a mask blocking SIGINT, so Ctrl-C always reaches
+     * this thread: it interrupts readline() and is seen by the token
+     * callback (a worker taking it would leave readline() blocked). */
+    sigset_t sigint_set, old_mask;
+    sigemptyset(&sigint_set);
+    sigaddset(&sigint_set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigint_set, &old_mask);
     c.pool = pool_create(threads);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     c.ctx = c.pool ? ctx_create(m, 1, c.n_ctx, CHAT_BATCH, &err) : NULL;
     c.cache = malloc((size_t)c.n_ctx * sizeof *c.cache);
     c.gen = malloc((size_t)c.max_new * sizeof *c.gen);

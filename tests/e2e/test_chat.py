@@ -74,7 +74,20 @@ class PtyChat:
     def send(self, data):
         os.write(self.fd, data)
 
+    def wait_edit_mode(self, timeout=20):
+        """Wait until readline has the terminal (canonical mode off), so that
+        typed bytes are read and echoed by it alone and not first echoed by
+        the kernel (and flushed by a later Ctrl-C)."""
+        import termios
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not termios.tcgetattr(self.fd)[3] & termios.ICANON:
+                return
+            self._read(0.02)
+        raise AssertionError("the terminal never left canonical mode (readline not reading?)")
+
     def line(self, text):
+        self.wait_edit_mode()
         self.send(text.encode() + b"\r")
 
     def wait(self, timeout=30):
@@ -154,6 +167,7 @@ def test_turns_stats_cache_commands(chat_of, tmp_path):
     # Next session: the up arrow brings back the last line.
     c2 = chat_of("-n", "2", history=str(hist))
     c2.expect(PROMPT)
+    c2.wait_edit_mode()
     c2.send(b"\x1b[A")
     c2.expect(rb"/quit")
     c2.send(b"\x15")  # Ctrl-U: clear the line
@@ -174,6 +188,7 @@ def test_ctrl_c_stops_answer_and_eof_exits(chat_of):
     c.expect(PROMPT)
 
     # Ctrl-C at the prompt drops the line and stays.
+    c.wait_edit_mode()
     c.send(b"half a line")
     time.sleep(0.3)
     c.send(b"\x03")
@@ -186,6 +201,7 @@ def test_ctrl_c_stops_answer_and_eof_exits(chat_of):
     m = c.expect(STATS_RE, timeout=30)
     assert int(m.group(1)) < 4000 and int(m.group(4)) > 0, m.group(0)
     c.expect(PROMPT)
+    c.wait_edit_mode()
     c.send(b"\x04")  # Ctrl-D on an empty line: EOF
     assert c.wait() == 0
 
