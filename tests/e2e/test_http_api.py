@@ -294,6 +294,13 @@ def test_stop_strings_never_leak(server):
     # and one that matches at the very start: nothing at all is sent
     _stop_cases(server, prompt, stops + [full[:3]], full)
 
+    # the seed API sends the prompt as the user message: same text, same stops
+    j = ok_json(post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 40, "temperature": 0}))
+    assert j["text"] == full, f"/v1/completions {j['text']!r} != chat {full!r}"
+    j = ok_json(post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 40, "temperature": 0,
+                                                 "stop": stops[0]}))
+    assert j["text"] == full[:full.find(stops[0])] and j["choices"][0]["finish_reason"] == "stop", j
+
     # a stop string that never occurs changes nothing
     text, finish2, _ = chat_text(server, prompt, max_tokens=40, temperature=0, stop="\u2603never\u2603")
     assert text == full
