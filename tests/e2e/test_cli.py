@@ -57,7 +57,11 @@ def test_seed_single_shot_form(model_dir):
 
 def test_cli_matches_socket_server(model_dir):
     d = tempfile.mkdtemp(prefix="qwe2e", dir="/tmp")
-    s = SocketServer(model_dir, os.path.join(d, "cli.sock"), "--parallel", "2")
+    try:
+        s = SocketServer(model_dir, os.path.join(d, "cli.sock"), "--parallel", "2")
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
     _started.append(s)
     try:
         for ids_s, n in ((IDS, 12), ("9707 11 1879 0", 7), ("151644 872 198 105043 100165 30 151645 198", 9)):
