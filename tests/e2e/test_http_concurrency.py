@@ -372,6 +372,9 @@ def test_sigterm_idle_exits_0(model_dir):
     """Idle, apart from a client holding half a request and a keep-alive
     connection: SIGTERM still exits 0 at once."""
     s = start_http(model_dir)
+    ms = metrics(s)
+    n_slots = find_metric(ms, ["slot"], exclude=("active", "busy", "processing", "used", "total"))
+    assert ms[n_slots] == 4, f"--parallel defaults to 4 slots; {n_slots} = {ms[n_slots]}"
     stalled = socket.create_connection(("127.0.0.1", s.port), timeout=10)
     stalled.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")
     idle = requests.Session()
