@@ -9,6 +9,7 @@
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -152,7 +153,7 @@ static int host_ok(qw_http *h, struct MHD_Connection *c) {
 /* ---- routes ---------------------------------------------------------------- */
 
 typedef enum {
-    R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE
+    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE
 } route;
 
 /* The URL as printable ASCII (for error messages, which must stay valid
@@ -186,6 +187,10 @@ static route find_route(const char *url, const char **want_method) {
             *want_method = t[i].method;
             return t[i].r;
         }
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        *want_method = "GET";
+        return R_MODEL;
+    }
     return R_NONE;
 }
 
@@ -218,22 +223,32 @@ static const char *model_name(qw_engine *e) {
     return e->model->name && e->model->name[0] ? e->model->name : "qwenc";
 }
 
-static enum MHD_Result h_models(qw_http *h, struct MHD_Connection *c, qw_engine *e) {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) return send_json(h, c, 500, NULL);
-    /* The name goes through a JSON string escape via api's helper is overkill:
-     * folder names are printable; escape quotes and backslashes anyway. */
-    fputs("{\"object\":\"list\",\"data\":[{\"id\":\"", f);
-    for (const char *p = model_name(e); *p; p++) {
-        if (*p == '"' || *p == '\\') fputc('\\', f);
-        if ((unsigned char)*p >= 0x20) fputc(*p, f);
+/* GET /v1/models (the list) or /v1/models/ID (one: any ID names the one
+ * model loaded). */
+static enum MHD_Result h_models(qw_http *h, struct MHD_Connection *c, qw_engine *e, int one) {
+    char name[256];
+    snprintf(name, sizeof name, "%s", model_name(e));
+    /* A folder name is bytes: keep the JSON valid UTF-8. */
+    for (size_t i = 0; name[i]; i++)
+        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x80) name[i] = '_';
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)h->start_time);
+    cJSON_AddStringToObject(m, "owned_by", "qwenc");
+    cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+    cJSON_AddNumberToObject(meta, "n_ctx", e->n_ctx);
+    cJSON_AddNumberToObject(meta, "vocab", e->model->cfg.vocab);
+    cJSON_AddBoolToObject(meta, "random_weights", e->model->cfg.random_weights != 0);
+    cJSON *root = m;
+    if (!one) {
+        root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "object", "list");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), m);
     }
-    fprintf(f, "\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"qwenc\",\"meta\":{\"n_ctx\":%d,\"vocab\":%d,\"random_weights\":%s}}]}",
-            h->start_time, e->n_ctx, e->model->cfg.vocab, e->model->cfg.random_weights ? "true" : "false");
-    fclose(f);
-    return send_json(h, c, 200, buf);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return send_json(h, c, 200, out);
 }
 
 static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine *e) {
@@ -723,7 +738,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     qw_engine *e = atomic_load(&h->eng);
     if (rt == R_METRICS) return h_metrics(h, c, e);
     if (!e) return fail(h, c, 503, "loading", NULL, "the model is loading");
-    if (rt == R_MODELS) return h_models(h, c, e);
+    if (rt == R_MODELS || rt == R_MODEL) return h_models(h, c, e, rt == R_MODEL);
     /* POST bodies. */
     if (!k->body) {
         k->body = strdup("");
