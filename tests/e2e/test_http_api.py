@@ -360,6 +360,7 @@ def test_models(server):
     assert m["object"] == "model"
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="dummy", max_retries=0, timeout=30)
     assert [x.id for x in client.models.list()] == [m["id"]]
+    assert client.models.retrieve(m["id"]).id == m["id"]
 
 
 # ---------------------------------------------------------------------------
