@@ -17,6 +17,7 @@
 #   BENCH_THREADS=N   threads for both engines (default 2)
 #   BENCH_DIR=DIR     where the models go (default build/bench/llm)
 #   BENCH_NO_LLAMA=1  measure qwenc only
+#   BENCH_LLAMA_OMP=  OMP_WAIT_POLICY for llama.cpp (default passive; see bench_run.py)
 #   PYTHON=...        interpreter with numpy, gguf, llama_cpp (default: the venv made
 #                     by tools/venv.sh --bench, which builds llama-cpp-python once)
 #   QWENC=./qwenc

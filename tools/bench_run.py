@@ -46,12 +46,12 @@ def rss_mb(ru):
     return ru.ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
 
 
-def spawn_timed(cmd, first_marker=None, timeout=900):
+def spawn_timed(cmd, first_marker=None, timeout=900, env=None):
     """Run cmd; return (seconds to the first stdout byte [or line starting with
     first_marker], stdout text, stderr text, exit status, peak RSS MB)."""
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0, env=env)
         t_first = None
         out = b""
         fd = p.stdout.fileno()
@@ -101,7 +101,10 @@ def run_llama(args, gguf, spec):
         spec_path = f.name
     try:
         cmd = [args.python, os.path.join(HERE, "bench_llama.py"), gguf, spec_path]
-        t_first, out, err, rc, rss = spawn_timed(cmd, first_marker="FIRST ")
+        env = dict(os.environ)
+        if args.llama_omp:
+            env["OMP_WAIT_POLICY"] = args.llama_omp
+        t_first, out, err, rc, rss = spawn_timed(cmd, first_marker="FIRST ", env=env)
     finally:
         os.unlink(spec_path)
     lines = [l for l in out.splitlines() if l.startswith("{")]
@@ -176,6 +179,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--out", default="build/bench.json")
+    ap.add_argument("--llama-omp", default=os.environ.get("BENCH_LLAMA_OMP", "passive"),
+                    help="OMP_WAIT_POLICY for llama.cpp (its CPU backend uses OpenMP; on a "
+                         "shared, oversubscribed machine spin-waiting threads collapse its "
+                         "speed several-fold, passive is its best setting there); '' = unset")
     args = ap.parse_args()
 
     with open(os.path.join(args.model, "config.json")) as f:
@@ -278,6 +285,7 @@ def main():
                 txt = "%.0f%% (%.0f%%)" % (100 * s["median"] / roof, 100 * s["best"] / roof) if s else "-"
                 row += f"{txt:>18}"
             lines.append(row)
+    lines.append("ratio > 1: qwenc better (tok/s: ours / theirs; seconds and MB: theirs / ours)")
     bwline = "memory bandwidth GB/s (best): " + ", ".join(
         f"{ph} {t}T {v['best_gbs']:.1f}" for ph, d in bw.items() for t, v in d.items() if v)
     lines.append(bwline)
@@ -285,6 +293,7 @@ def main():
     print(table)
 
     res = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": args.quick,
+           "llama_omp_wait_policy": args.llama_omp,
            "reps": args.reps, "threads": args.threads, "ctx": args.ctx, "machine": machine(),
            "model": os.path.abspath(args.model), "ggufs": ggufs,
            "weight_bytes_per_token": wbytes, "bandwidth": bw, "bandwidth_best_2t_gbs": bw_best,
