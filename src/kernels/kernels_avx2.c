@@ -44,9 +44,6 @@ INLINE __m256 ld8_bf16(const uint16_t *p) {
 INLINE __m256 ld8_f16(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
-INLINE float cv_f32(float x) { return x; }
-INLINE float cv_bf16(uint16_t x) { return qw_bf16_to_f32(x); }
-INLINE float cv_f16(uint16_t x) { return qw_f16_to_f32(x); }
 
 INLINE float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -63,147 +60,145 @@ INLINE __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
     return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-/* Decode prefetch: blocks of 4 rows up to PF_NEAR bytes (k = 896 for bf16)
- * are short streams the hardware prefetcher ramps up on too late, so the
- * next block is prefetched alongside the current one (measured: ~10 vs ~6
- * GB/s per CPU-second on 4864 x 896 here); longer rows prefetch PF_DIST
- * ahead within each row. */
-enum { PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 512 };
+/* ---- matmul ----
+ * Batch invariance: every output Y[t][o] is computed by exactly the same
+ * sequence of float operations whatever n, the tile it lands in, its
+ * position in the tile and the o0/o1 split (the scheduler batches one token
+ * per request, so a request's logits must not depend on the others):
+ *  - k is cut into blocks of KC columns; within a block one 8-lane
+ *    accumulator per (o, t) takes one FMA per 8 columns, in column order;
+ *  - the accumulator is reduced by hsum4x8 (lane r only depends on input
+ *    r, so a 1-row tile gives the same bits as a 4-row tile);
+ *  - the block's k % 8 tail (last block only) is added with scalar FMAs in
+ *    column order; the block sum is stored (first block) or added to Y.
+ * The weights may be converted in registers (n small: straight from the
+ * mapping) or first into a float32 buffer (prefill): the conversion is
+ * exact, so both give the same bits. */
+enum { PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 512, SMALL_N = 8 };
 
-/* Prefill tile: R rows (1 or 4) x T tokens (1..3) over len elements of
- * float32 weights wf (row stride ws). Y points at (token 0, row 0); the
- * sums are stored (acc == 0) or added to Y (acc == 1, later k blocks). */
-INLINE void tile_f32w(float *Y, int64_t ldy, const float *X, int64_t ldx, const float *wf,
-                      int64_t ws, int64_t len, const int R, const int T, int acc_y) {
-    __m256 acc[4][3];
-    UNROLL for (int r = 0; r < R; r++)
-        UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= len; i += 8) {
-        __m256 wv[4];
-        UNROLL for (int r = 0; r < R; r++) wv[r] = _mm256_loadu_ps(wf + r * ws + i);
-        UNROLL for (int t = 0; t < T; t++) {
-            __m256 xv = _mm256_loadu_ps(X + t * ldx + i);
-            UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
-        }
-    }
-    UNROLL for (int t = 0; t < T; t++) {
-        float out[4];
-        if (R == 4)
-            _mm_storeu_ps(out, hsum4x8(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
-        else
-            out[0] = hsum8(acc[0][t]);
-        UNROLL for (int r = 0; r < R; r++) {
-            for (int64_t j = i; j < len; j++) out[r] += X[t * ldx + j] * wf[r * ws + j];
-            Y[t * ldy + r] = acc_y ? Y[t * ldy + r] + out[r] : out[r];
-        }
-    }
+/* Scalar weight loads for tails: the mapping gives no alignment guarantee. */
+INLINE float ld1_f32(const float *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+INLINE float ld1_bf16(const uint16_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return qw_bf16_to_f32(v);
+}
+INLINE float ld1_f16(const uint16_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return qw_f16_to_f32(v);
+}
+INLINE float fma1(float a, float b, float c) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-#define TILE_FN(R, T)                                                                            \
-    static void tile_##R##_##T(float *Y, int64_t ldy, const float *X, int64_t ldx,               \
-                               const float *wf, int64_t ws, int64_t len, int acc_y) {            \
-        tile_f32w(Y, ldy, X, ldx, wf, ws, len, R, T, acc_y);                                     \
-    }
-TILE_FN(1, 1)
-TILE_FN(1, 2)
-TILE_FN(1, 3)
-TILE_FN(4, 1)
-TILE_FN(4, 2)
-TILE_FN(4, 3)
-
-typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const float *, int64_t, int64_t,
-                        int);
-static const tile_fn k_tiles[2][4] = {{NULL, tile_1_1, tile_1_2, tile_1_3},
-                                      {NULL, tile_4_1, tile_4_2, tile_4_3}};
-
-/* Rows [o, o+R) x tokens [t0, t1) x k block [c0, c0+len) of the product,
- * weights already float32 at wf (row stride ws). */
-static void tile_rows(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1,
-                      const float *wf, int64_t ws, int64_t o, int64_t c0, int64_t len, int R,
-                      int acc_y) {
-    const tile_fn *tf = k_tiles[R == 4];
-    int64_t t = t0;
-    for (; t + 3 <= t1; t += 3) tf[3](Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wf, ws, len, acc_y);
-    if (t < t1) tf[t1 - t](Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wf, ws, len, acc_y);
-}
-
-/* MATMUL(SUF, WT, LD8, CV) defines matmul_SUF_avx2 for weight type WT.
- * n > 1: tokens in blocks whose activations fit in L2; for each block of 4
- * rows and KC columns the weights are converted once to float32 on the stack
- * (f32 weights are used in place) and reused by every token of the block. */
-#define MATMUL(SUF, WT, LD8, CV)                                                                 \
-    INLINE void rows4_n1_##SUF(float *y, const float *x, const WT *w, int64_t k) {               \
-        const WT *w0 = w, *w1 = w + k, *w2 = w + 2 * k, *w3 = w + 3 * k;                         \
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                              \
-        __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                                               \
-        const int near = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR;                                 \
+/* TILE(SUF, WT, LD8, LD1): tile_SUF(R rows (1 or 4) x T tokens (1..3)) over
+ * the k block [c0, c0 + len): w and X point at column c0 of row 0 / token 0
+ * (weight row stride ws), Y at (token 0, row 0). pf: 0 no
+ * software prefetch, 1 prefetch PF_DIST ahead in each row, 2 prefetch the
+ * next R-row block in step with this one (short rows). */
+#define TILE(SUF, WT, LD8, LD1)                                                                  \
+    INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
+                           int64_t ws, int64_t c0, int64_t len, const int R, const int T,        \
+                           const int pf) {                                                       \
+        __m256 acc[4][3];                                                                        \
+        UNROLL for (int r = 0; r < R; r++)                                                       \
+            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();                  \
         int64_t i = 0;                                                                           \
-        for (; i + 16 <= k; i += 16) {                                                           \
-            if (!near) { /* long rows: each row's own stream, PF_DIST ahead */                  \
-                _mm_prefetch((const char *)(w0 + i) + PF_DIST, _MM_HINT_T0);                     \
-                _mm_prefetch((const char *)(w1 + i) + PF_DIST, _MM_HINT_T0);                     \
-                _mm_prefetch((const char *)(w2 + i) + PF_DIST, _MM_HINT_T0);                     \
-                _mm_prefetch((const char *)(w3 + i) + PF_DIST, _MM_HINT_T0);                     \
-            } else { /* short rows: fetch the next 4-row block in step with this one */          \
-                const char *nx = (const char *)(w0 + 4 * k) + 4 * i * (int64_t)sizeof(WT);       \
+        for (; i + 8 <= len; i += 8) {                                                           \
+            if (pf == 1 && (i & 15) == 0) {                                                      \
+                UNROLL for (int r = 0; r < R; r++)                                               \
+                    _mm_prefetch((const char *)(w + r * ws + i) + PF_DIST, _MM_HINT_T0);         \
+            } else if (pf == 2 && (i & 15) == 0) {                                               \
+                const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);              \
                 _mm_prefetch(nx, _MM_HINT_T0);                                                   \
                 _mm_prefetch(nx + 64, _MM_HINT_T0);                                              \
             }                                                                                    \
-            __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);                 \
-            a0 = _mm256_fmadd_ps(LD8(w0 + i), x0, a0);                                           \
-            a1 = _mm256_fmadd_ps(LD8(w1 + i), x0, a1);                                           \
-            a2 = _mm256_fmadd_ps(LD8(w2 + i), x0, a2);                                           \
-            a3 = _mm256_fmadd_ps(LD8(w3 + i), x0, a3);                                           \
-            b0 = _mm256_fmadd_ps(LD8(w0 + i + 8), x1, b0);                                       \
-            b1 = _mm256_fmadd_ps(LD8(w1 + i + 8), x1, b1);                                       \
-            b2 = _mm256_fmadd_ps(LD8(w2 + i + 8), x1, b2);                                       \
-            b3 = _mm256_fmadd_ps(LD8(w3 + i + 8), x1, b3);                                       \
+            __m256 wv[4];                                                                        \
+            UNROLL for (int r = 0; r < R; r++) wv[r] = LD8(w + r * ws + i);                      \
+            UNROLL for (int t = 0; t < T; t++) {                                                 \
+                __m256 xv = _mm256_loadu_ps(X + t * ldx + i);                                    \
+                UNROLL for (int r = 0; r < R; r++)                                               \
+                    acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);                           \
+            }                                                                                    \
         }                                                                                        \
-        for (; i + 8 <= k; i += 8) {                                                             \
-            __m256 x0 = _mm256_loadu_ps(x + i);                                                  \
-            a0 = _mm256_fmadd_ps(LD8(w0 + i), x0, a0);                                           \
-            a1 = _mm256_fmadd_ps(LD8(w1 + i), x0, a1);                                           \
-            a2 = _mm256_fmadd_ps(LD8(w2 + i), x0, a2);                                           \
-            a3 = _mm256_fmadd_ps(LD8(w3 + i), x0, a3);                                           \
+        UNROLL for (int t = 0; t < T; t++) {                                                     \
+            float out[4];                                                                        \
+            if (R == 4)                                                                          \
+                _mm_storeu_ps(out, hsum4x8(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));         \
+            else                                                                                 \
+                out[0] = _mm_cvtss_f32(hsum4x8(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));     \
+            UNROLL for (int r = 0; r < R; r++) {                                                 \
+                for (int64_t j = i; j < len; j++)                                                \
+                    out[r] = fma1(X[t * ldx + j], LD1(w + r * ws + j), out[r]);                  \
+                Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];                      \
+            }                                                                                    \
         }                                                                                        \
-        float out[4];                                                                            \
-        _mm_storeu_ps(out, hsum4x8(_mm256_add_ps(a0, b0), _mm256_add_ps(a1, b1),                 \
-                                   _mm256_add_ps(a2, b2), _mm256_add_ps(a3, b3)));               \
-        for (; i < k; i++) {                                                                     \
-            float xi = x[i];                                                                     \
-            out[0] += xi * CV(w0[i]);                                                            \
-            out[1] += xi * CV(w1[i]);                                                            \
-            out[2] += xi * CV(w2[i]);                                                            \
-            out[3] += xi * CV(w3[i]);                                                            \
-        }                                                                                        \
-        y[0] = out[0], y[1] = out[1], y[2] = out[2], y[3] = out[3];                              \
     }                                                                                            \
-    static float row1_n1_##SUF(const float *x, const WT *w, int64_t k) {                         \
-        __m256 a = _mm256_setzero_ps();                                                          \
-        int64_t i = 0;                                                                           \
-        for (; i + 8 <= k; i += 8) a = _mm256_fmadd_ps(LD8(w + i), _mm256_loadu_ps(x + i), a);   \
-        float s = hsum8(a);                                                                      \
-        for (; i < k; i++) s += x[i] * CV(w[i]);                                                 \
-        return s;                                                                                \
+    static void tile4_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
+                            int64_t ws, int64_t c0, int64_t len, int T, int pf) {                \
+        switch (T * 3 + pf) { /* pf a constant in each instance: no branch in the loop */        \
+        case 9: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 0); break;                      \
+        case 10: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 1); break;                     \
+        case 11: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 2); break;                     \
+        case 6: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 0); break;                      \
+        case 7: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 1); break;                      \
+        case 8: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 2); break;                      \
+        case 3: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 0); break;                      \
+        case 4: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 1); break;                      \
+        default: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 2); break;                     \
+        }                                                                                        \
     }                                                                                            \
+    static void tile1_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
+                            int64_t ws, int64_t c0, int64_t len, int T) {                        \
+        if (T == 3) tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 3, 0);                         \
+        else if (T == 2) tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 2, 0);                    \
+        else tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 1, 0);                                \
+    }                                                                                            \
+    /* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len); w at column c0 of row o. */   \
+    static void rows_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0,       \
+                           int64_t t1, const WT *w, int64_t ws, int64_t o, int64_t c0,           \
+                           int64_t len, int R, int pf) {                                         \
+        /* 4 converted bf16/f16 weight vectors + 3 x 4 accumulators + x would \
+         * spill (16 ymm): 2 tokens per tile when converting in registers. */                    \
+        const int tmax = sizeof(WT) == 4 ? 3 : 2;                                                \
+        for (int64_t t = t0; t < t1; t += tmax) {                                                \
+            int T = t1 - t < tmax ? (int)(t1 - t) : tmax;                                        \
+            const float *x = X + t * ldx + c0;                                                   \
+            if (R == 4) tile4_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T,             \
+                                    t == t0 ? pf : 0);                                           \
+            else tile1_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T);                   \
+        }                                                                                        \
+    }
+
+TILE(f32, float, ld8_f32, ld1_f32)
+TILE(f16, uint16_t, ld8_f16, ld1_f16)
+TILE(bf16, uint16_t, ld8_bf16, ld1_bf16)
+
+/* MATMUL(SUF, WT, LD8) defines matmul_SUF_avx2 for weight type WT. Tokens
+ * in blocks whose activations fit in L2; for each block of 4 rows and KC
+ * columns the weights are read from the mapping once: n <= SMALL_N (decode
+ * and small batches) converts them in registers for every 3-token group
+ * (the block stays in L1), larger n converts them once into a float32
+ * buffer on the stack reused by every token of the block. */
+#define MATMUL(SUF, WT, LD8)                                                                     \
     static void matmul_##SUF##_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,          \
                                     int64_t n, const void *W, int64_t k, int64_t o0,             \
                                     int64_t o1) {                                                \
         const WT *w = W;                                                                         \
-        if (n == 1) {                                                                            \
-            int64_t o = o0;                                                                      \
-            for (; o + 4 <= o1; o += 4) rows4_n1_##SUF(Y + o, X, w + o * k, k);                  \
-            for (; o < o1; o++) Y[o] = row1_n1_##SUF(X, w + o * k, k);                           \
-            return;                                                                              \
-        }                                                                                        \
         if (k == 0) { /* empty sums: the k-block loop below would not store */                 \
             for (int64_t t = 0; t < n; t++)                                                      \
                 for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                         \
             return;                                                                              \
         }                                                                                        \
         float wbuf[4 * KC];                                                                      \
-        int64_t nb = L2_BLOCK / (k * 4 > 0 ? k * 4 : 1);                                         \
+        const int direct = sizeof(WT) == 4 || n <= SMALL_N;                                      \
+        const int pf = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR ? 2 : 1;                           \
+        int64_t nb = L2_BLOCK / (k * 4);                                                         \
         nb = nb < 3 ? 3 : nb - nb % 3;                                                           \
         for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
             int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
@@ -211,32 +206,29 @@ static void tile_rows(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_
                 int R = o + 4 <= o1 ? 4 : 1;                                                     \
                 for (int64_t c0 = 0; c0 < k; c0 += KC) {                                         \
                     int64_t len = k - c0 < KC ? k - c0 : KC;                                     \
-                    const float *wf;                                                             \
-                    int64_t ws;                                                                  \
-                    if (sizeof(WT) == 4) {                                                       \
-                        wf = (const float *)(const void *)(w + o * k + c0);                      \
-                        ws = k;                                                                  \
-                    } else {                                                                     \
-                        for (int r = 0; r < R; r++) {                                            \
-                            const WT *src = w + (o + r) * k + c0;                                \
-                            int64_t j = 0;                                                       \
-                            for (; j + 8 <= len; j += 8)                                         \
-                                _mm256_storeu_ps(wbuf + r * KC + j, LD8(src + j));               \
-                            for (; j < len; j++) wbuf[r * KC + j] = CV(src[j]);                  \
-                        }                                                                        \
-                        wf = wbuf;                                                               \
-                        ws = KC;                                                                 \
+                    if (direct) {                                                                \
+                        rows_##SUF(Y, ldy, X, ldx, t0, t1, w + o * k + c0, k, o, c0, len, R, pf);\
+                        continue;                                                                \
                     }                                                                            \
-                    tile_rows(Y, ldy, X, ldx, t0, t1, wf, ws, o, c0, len, R, c0 > 0);            \
+                    for (int r = 0; r < R; r++) {                                                \
+                        const WT *src = w + (o + r) * k + c0;                                    \
+                        int64_t j = 0;                                                           \
+                        for (; j + 8 <= len; j += 8) {                                           \
+                            _mm_prefetch((const char *)(src + j) + PF_DIST, _MM_HINT_T0);        \
+                            _mm256_storeu_ps(wbuf + r * KC + j, LD8(src + j));                   \
+                        }                                                                        \
+                        for (; j < len; j++) wbuf[r * KC + j] = ld1_##SUF(src + j);              \
+                    }                                                                            \
+                    rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);           \
                 }                                                                                \
                 o += R;                                                                          \
             }                                                                                    \
         }                                                                                        \
     }
 
-MATMUL(f32, float, ld8_f32, cv_f32)
-MATMUL(f16, uint16_t, ld8_f16, cv_f16)
-MATMUL(bf16, uint16_t, ld8_bf16, cv_bf16)
+MATMUL(f32, float, ld8_f32)
+MATMUL(f16, uint16_t, ld8_f16)
+MATMUL(bf16, uint16_t, ld8_bf16)
 
 /* ---- conversions ---- */
 static void to_f32_bf16_avx2(float *y, const void *x, int64_t n) {

@@ -9,40 +9,52 @@
 
 #include "kernels/kernels_impl.h"
 
+/* An unaligned 16-bit load. */
+static inline uint16_t ld_u16(const char *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 static void matmul_f32_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                            const void *W, int64_t k, int64_t o0, int64_t o1) {
-    const float *w = W;
+    const char *w = W; /* memcpy loads: W may be misaligned (safetensors) */
     for (int64_t t = 0; t < n; t++)
         for (int64_t o = o0; o < o1; o++) {
-            const float *x = X + t * ldx, *wr = w + o * k;
+            const float *x = X + t * ldx;
+            const char *wr = w + o * k * 4;
             float acc = 0.0f;
-            for (int64_t i = 0; i < k; i++) acc += x[i] * wr[i];
+            for (int64_t i = 0; i < k; i++) {
+                float v;
+                memcpy(&v, wr + 4 * i, sizeof v);
+                acc += x[i] * v;
+            }
             Y[t * ldy + o] = acc;
         }
 }
 
 static void matmul_f16_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                            const void *W, int64_t k, int64_t o0, int64_t o1) {
-    const uint16_t *w = W;
+    const char *w = W;
     for (int64_t t = 0; t < n; t++)
         for (int64_t o = o0; o < o1; o++) {
             const float *x = X + t * ldx;
-            const uint16_t *wr = w + o * k;
+            const char *wr = w + o * k * 2;
             float acc = 0.0f;
-            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_f16_to_f32(wr[i]);
+            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_f16_to_f32(ld_u16(wr + 2 * i));
             Y[t * ldy + o] = acc;
         }
 }
 
 static void matmul_bf16_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                             const void *W, int64_t k, int64_t o0, int64_t o1) {
-    const uint16_t *w = W;
+    const char *w = W;
     for (int64_t t = 0; t < n; t++)
         for (int64_t o = o0; o < o1; o++) {
             const float *x = X + t * ldx;
-            const uint16_t *wr = w + o * k;
+            const char *wr = w + o * k * 2;
             float acc = 0.0f;
-            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_bf16_to_f32(wr[i]);
+            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_bf16_to_f32(ld_u16(wr + 2 * i));
             Y[t * ldy + o] = acc;
         }
 }

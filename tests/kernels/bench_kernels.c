@@ -10,9 +10,10 @@
  *    (BF16, F16, F32), 1 and 2 threads;
  *  and a memory read-bandwidth probe (plain C streaming sum, 1 and 2 threads).
  *  - a kernel-only decode step of Qwen2.5-0.5B (24 layers of q/k/v/o/gate/
- *    up/down matvecs plus the 151936 x 896 lm_head, each weight in its own
- *    buffer, ~1 GB of BF16 streamed from DRAM): ms per step, GB/s, and the
- *    tok/s ceiling it implies for the matmuls alone.
+ *    up/down matmuls plus the 151936 x 896 lm_head, each weight in its own
+ *    buffer, ~1 GB of BF16 streamed from DRAM) for n = 1, 2, 4, 8 tokens:
+ *    min and median ms per step, GB/s, and the cost relative to n = 1;
+ *  - pool_run overhead of an empty job (a decode step makes ~170 calls).
  * Usage: bench_kernels [level ...]   (default: every level; ref skips n >= 128)
  */
 #include <stdint.h>
@@ -166,43 +167,73 @@ out:
     free(Y);
 }
 
-/* One decode step's matvecs over distinct weights (Qwen2.5-0.5B shapes). */
+/* One decode step's matmuls over distinct weights (Qwen2.5-0.5B shapes),
+ * for a batch of n = 1, 2, 4, 8 tokens (continuous batching: one token per
+ * request). Memory bound: a step with n tokens should cost barely more than
+ * n = 1, since every weight is streamed once for all n tokens. */
 static void bench_decode_step(const qw_kernels *L, qw_pool *pools[2]) {
     static const int64_t shapes[7][2] = {{896, 896}, {128, 896}, {128, 896}, {896, 896},
                                          {4864, 896}, {4864, 896}, {896, 4864}};
-    const int layers = 24;
+    const int layers = 24, nmax = 8;
     size_t total = (size_t)151936 * 896 * 2;
     for (int s = 0; s < 7; s++) total += (size_t)layers * (size_t)(shapes[s][0] * shapes[s][1] * 2);
     uint8_t *W = alloc_fill(total);
-    float *X = malloc(4864 * 4), *Y = malloc(151936 * 4);
+    float *X = malloc((size_t)nmax * 4864 * 4), *Y = malloc((size_t)nmax * 151936 * 4);
     if (!W || !X || !Y) goto out;
-    for (int i = 0; i < 4864; i++) X[i] = (float)(i % 7) * 0.1f - 0.3f;
+    for (int i = 0; i < nmax * 4864; i++) X[i] = (float)(i % 7) * 0.1f - 0.3f;
     for (int ti = 0; ti < 2; ti++) {
-        double best = 1e9;
-        for (int rep = 0; rep < 3; rep++) {
-            size_t off = 0;
-            double t0 = qw_now();
-            for (int l = 0; l < layers; l++)
-                for (int s = 0; s < 7; s++) {
-                    mm_job j = {.L = L, .dt = QW_BF16, .Y = Y, .X = X, .n = 1, .k = shapes[s][1],
-                                .rows = shapes[s][0], .W = W + off};
-                    pool_run(pools[ti], mm_fn, &j);
-                    off += (size_t)(shapes[s][0] * shapes[s][1] * 2);
-                }
-            mm_job j = {.L = L, .dt = QW_BF16, .Y = Y, .X = X, .n = 1, .k = 896, .rows = 151936,
-                        .W = W + off};
-            pool_run(pools[ti], mm_fn, &j);
-            double t = qw_now() - t0;
-            if (t < best) best = t;
+        double t1 = 0;
+        for (int n = 1; n <= nmax; n *= 2) {
+            double ts[5];
+            const int reps = 5;
+            for (int rep = 0; rep < reps; rep++) {
+                size_t off = 0;
+                double t0 = qw_now();
+                for (int l = 0; l < layers; l++)
+                    for (int s = 0; s < 7; s++) {
+                        mm_job j = {.L = L, .dt = QW_BF16, .Y = Y, .X = X, .n = n,
+                                    .k = shapes[s][1], .rows = shapes[s][0], .W = W + off};
+                        pool_run(pools[ti], mm_fn, &j);
+                        off += (size_t)(shapes[s][0] * shapes[s][1] * 2);
+                    }
+                mm_job j = {.L = L, .dt = QW_BF16, .Y = Y, .X = X, .n = n, .k = 896,
+                            .rows = 151936, .W = W + off};
+                pool_run(pools[ti], mm_fn, &j);
+                ts[rep] = qw_now() - t0;
+            }
+            for (int a = 0; a < reps; a++) /* sort: min and median */
+                for (int b = a + 1; b < reps; b++)
+                    if (ts[b] < ts[a]) {
+                        double tmp = ts[a];
+                        ts[a] = ts[b];
+                        ts[b] = tmp;
+                    }
+            if (n == 1) t1 = ts[0];
+            printf("  %-6s decode step n=%d (24 layers + lm_head, %.0f MB BF16) %d thr: min %6.1f ms "
+                   "(median %6.1f), %5.1f GB/s, x%.2f of n=1\n",
+                   L->name, n, (double)total / 1e6, ti + 1, ts[0] * 1e3, ts[reps / 2] * 1e3,
+                   (double)total / ts[0] / 1e9, ts[0] / t1);
         }
-        printf("  %-6s decode step (24 layers + lm_head, %.0f MB BF16) %d thr: %6.1f ms, %5.1f GB/s, "
-               "%5.1f tok/s ceiling\n",
-               L->name, (double)total / 1e6, ti + 1, best * 1e3, (double)total / best / 1e9, 1.0 / best);
     }
 out:
     free(W);
     free(X);
     free(Y);
+}
+
+/* pool_run overhead: an empty job, many times. */
+static void noop_fn(void *arg, int tid, int nth) {
+    (void)arg, (void)tid, (void)nth;
+}
+static void bench_pool(qw_pool *pools[2]) {
+    for (int ti = 0; ti < 2; ti++) {
+        const int reps = 20000;
+        pool_run(pools[ti], noop_fn, NULL);
+        double t0 = qw_now();
+        for (int r = 0; r < reps; r++) pool_run(pools[ti], noop_fn, NULL);
+        printf("pool_run empty job, %d thread%s: %.2f us per call\n", ti + 1, ti ? "s" : "",
+               (qw_now() - t0) / reps * 1e6);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -216,6 +247,7 @@ int main(int argc, char **argv) {
     if (!pools[0] || !pools[1]) return 1;
     printf("cpu: %s\n", kernels_cpu_features());
     bench_bw(pools);
+    bench_pool(pools);
     const char *const *names = kernels_level_names();
     for (int i = 0; names[i]; i++) {
         int want = argc < 2;

@@ -83,21 +83,28 @@ static void fill_w(void *w, qw_dtype dt, int64_t count, int mode) {
             } else if (r == 2) v *= dt == QW_F16 ? 60000.0f : 1e15f;
             else if (r == 3) v *= 1e-3f;
         }
+        char *p = (char *)w + i * qw_dtype_size(dt); /* memcpy: w may be misaligned */
         if (dt == QW_F32) {
             if (use_special) v = (rnd() & 1 ? -1 : 1) * FLT_MIN * frand() * 0.5f; /* f32 subnormal */
-            ((float *)w)[i] = v;
-        } else if (dt == QW_BF16) {
-            ((uint16_t *)w)[i] = use_special ? special : f32_to_bf16_trunc(v);
+            memcpy(p, &v, sizeof v);
         } else {
-            ((uint16_t *)w)[i] = use_special ? special : f32_to_f16(v);
+            uint16_t h = use_special ? special : dt == QW_BF16 ? f32_to_bf16_trunc(v) : f32_to_f16(v);
+            memcpy(p, &h, sizeof h);
         }
     }
 }
 
+/* Element i of weights w (memcpy: w may sit at any byte address). */
 static double w_at(const void *w, qw_dtype dt, int64_t i) {
-    if (dt == QW_F32) return ((const float *)w)[i];
-    if (dt == QW_BF16) return qw_bf16_to_f32(((const uint16_t *)w)[i]);
-    return qw_f16_to_f32(((const uint16_t *)w)[i]);
+    const char *p = (const char *)w + i * qw_dtype_size(dt);
+    if (dt == QW_F32) {
+        float f;
+        memcpy(&f, p, sizeof f);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return dt == QW_BF16 ? qw_bf16_to_f32(h) : qw_f16_to_f32(h);
 }
 
 static const qw_kernels *g_ref;
@@ -187,6 +194,58 @@ static void check_matmul(const qw_kernels *L) {
     uint16_t w16 = 0x3f80;
     L->matmul[QW_BF16](&y, 1, &x, 1, 1, &w16, 1, 0, 0);
     CHECK(y == SENTINEL, "%s matmul empty range wrote", L->name);
+}
+
+/* Batch invariance: the scheduler batches one decode token per request, so
+ * a request's logits must not depend on how many others run. Every row of
+ * an n-row product, for any n, any o0/o1 range, must be bitwise equal to the
+ * n = 1 product of that row alone (same operations in the same order).
+ * The weights sit at an odd byte address (safetensors gives no alignment
+ * guarantee; the kernels must not make misaligned typed loads: run under
+ * -fsanitize=undefined to see those). */
+static void check_batch_invariance(const qw_kernels *L) {
+    static const int64_t ks[] = {7, 33, 899, 1031, 4867};
+    for (int dt = 0; dt < QW_DTYPE_COUNT; dt++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            const int64_t k = ks[ki], rows = k > 2000 ? 9 : 23, nmax = 17;
+            const int64_t ldx = k + 3, ldy = rows + 2;
+            int es = qw_dtype_size(dt);
+            char *wraw = malloc((size_t)(rows * k * es + 16));
+            void *W = wraw + 1 + (16 - ((uintptr_t)wraw & 15)) % 16; /* odd address */
+            float *X = malloc((size_t)(nmax * ldx) * sizeof(float));
+            float *y1 = malloc((size_t)(nmax * rows) * sizeof(float));
+            float *Y = malloc((size_t)(nmax * ldy) * sizeof(float));
+            fill_w(W, (qw_dtype)dt, rows * k, 0);
+            for (int64_t i = 0; i < nmax * ldx; i++) X[i] = frand();
+            for (int64_t t = 0; t < nmax; t++) /* each token alone, all rows */
+                L->matmul[dt](y1 + t * rows, rows, X + t * ldx, ldx, 1, W, k, 0, rows);
+            const int64_t ranges[][2] = {{0, rows}, {1, rows - 2}, {3, 8}, {5, 6}, {2, 7}};
+            int bad = 0;
+            for (int64_t n = 1; n <= nmax; n++)
+                for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+                    int64_t o0 = ranges[ri][0], o1 = ranges[ri][1];
+                    for (int64_t i = 0; i < nmax * ldy; i++) Y[i] = SENTINEL;
+                    L->matmul[dt](Y, ldy, X, ldx, n, W, k, o0, o1);
+                    for (int64_t t = 0; t < n; t++) {
+                        if (memcmp(Y + t * ldy + o0, y1 + t * rows + o0,
+                                   (size_t)(o1 - o0) * sizeof(float)) != 0) {
+                            if (g_fail_prints++ < 10)
+                                fprintf(stderr, "  %s matmul %s k=%lld n=%lld o=[%lld,%lld) t=%lld differs from n=1\n",
+                                        L->name, qw_dtype_name((qw_dtype)dt), (long long)k,
+                                        (long long)n, (long long)o0, (long long)o1, (long long)t);
+                            bad++;
+                        }
+                        for (int64_t o = 0; o < ldy; o++)
+                            if ((o < o0 || o >= o1) && Y[t * ldy + o] != SENTINEL) bad++;
+                    }
+                }
+            CHECK(bad == 0, "%s matmul %s k=%lld: every row of n = 1..%lld bitwise equal to n = 1 (%d bad)",
+                  L->name, qw_dtype_name((qw_dtype)dt), (long long)k, (long long)nmax, bad);
+            free(wraw);
+            free(X);
+            free(y1);
+            free(Y);
+        }
 }
 
 static int same_float(float a, float b) {
@@ -489,6 +548,7 @@ int main(void) {
         check_vec(L);
         check_exp_kernels(L);
         check_matmul(L);
+        check_batch_invariance(L);
         printf("level %s: %s\n", names[i], test_failed_ == before ? "ok" : "FAILED");
     }
     return test_summary();
