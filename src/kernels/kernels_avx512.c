@@ -4,12 +4,12 @@
  * Same algorithms as kernels_avx2.c, 16 floats per vector, with AVX-512
  * masks for every tail (masked loads read nothing outside the mask, so no
  * scalar tails and no over-reads):
- *  - matmul n == 1: 4 rows x 32 elements per step, 8 accumulators, the
- *    same prefetch policy as AVX2 (next 4-row block for short rows);
- *  - matmul n > 1: tokens in L2-sized blocks; for each 4-row x KC block the
- *    weights are converted once to float32 on the stack (bf16: zero-extend
- *    and shift; f16: vcvtph2ps) and a 4-row x 6-token register tile (24
- *    accumulators of 16 floats, 29 of the 32 zmm registers) runs over them;
+ *  - matmul: batch invariant (see the matmul section); n == 1 runs the 4-row
+ *    x 1-token tile with the AVX2 prefetch policy (next 4-row block for
+ *    short rows); n <= SMALL_N converts the weights in registers for a
+ *    4-row x up-to-6-token tile (24 accumulators of 16 floats, 29 of the 32
+ *    zmm registers); larger n converts each 4-row x KC block once to float32
+ *    on the stack (bf16: zero-extend and shift; f16: vcvtph2ps);
  *  - exp: Cephes-style polynomial as in AVX2, 2^n applied with vscalefps.
  * Activations are never rounded to bf16 (no vdpbf16ps): fidelity first.
  * This level could not be run on the development host (no AVX-512); the
@@ -47,132 +47,121 @@ INLINE __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
     return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-enum { PF_DIST = 1024, PF_NEAR = 16 * 1024, L2_BLOCK = 512 * 1024, KC = 512 };
+/* ---- matmul ----
+ * Batch invariance, as in kernels_avx2.c: every Y[t][o] is computed by the
+ * same operations in the same order whatever n, the tile it lands in, its
+ * position in the tile and the o0/o1 split:
+ *  - k is cut into blocks of KC columns; within a block one 16-lane
+ *    accumulator per (o, t) takes one FMA per 16 columns in column order
+ *    (the last, partial, step masked: the masked-off lanes add 0 * 0);
+ *  - the accumulator is reduced by hsum4x16 (lane r depends only on input
+ *    r: a 1-row tile gives the same bits as a 4-row tile);
+ *  - the block sum is stored (first block) or added to Y.
+ * Weights are converted in registers straight from the mapping (n small)
+ * or first into a float32 buffer (prefill); both conversions are exact. */
+enum { PF_DIST = 1024, PF_NEAR = 16 * 1024, L2_BLOCK = 512 * 1024, KC = 512, SMALL_N = 8 };
 
-/* Prefill tile over float32 weights wf (row stride ws), len columns, R rows
- * (1 or 4) x T tokens (1..6); stores (acc_y == 0) or adds to Y. */
-INLINE void tile_f32w(float *Y, int64_t ldy, const float *X, int64_t ldx, const float *wf,
-                      int64_t ws, int64_t len, const int R, const int T, int acc_y) {
-    __m512 acc[4][6];
-    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] =
-        _mm512_setzero_ps();
-    for (int64_t i = 0; i < len; i += 16) {
-        __mmask16 m = lanes(len - i);
-        __m512 wv[4];
-        UNROLL for (int r = 0; r < R; r++) wv[r] = _mm512_maskz_loadu_ps(m, wf + r * ws + i);
-        UNROLL for (int t = 0; t < T; t++) {
-            __m512 xv = _mm512_maskz_loadu_ps(m, X + t * ldx + i);
-            UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
-        }
-    }
-    UNROLL for (int t = 0; t < T; t++) {
-        float out[4];
-        if (R == 4)
-            _mm_storeu_ps(out, hsum4x16(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
-        else
-            out[0] = _mm512_reduce_add_ps(acc[0][t]);
-        UNROLL for (int r = 0; r < R; r++) Y[t * ldy + r] = acc_y ? Y[t * ldy + r] + out[r] : out[r];
-    }
-}
-
-#define TILE_FN(R, T)                                                                            \
-    static void tile_##R##_##T(float *Y, int64_t ldy, const float *X, int64_t ldx,               \
-                               const float *wf, int64_t ws, int64_t len, int acc_y) {            \
-        tile_f32w(Y, ldy, X, ldx, wf, ws, len, R, T, acc_y);                                     \
-    }
-TILE_FN(1, 1)
-TILE_FN(1, 2)
-TILE_FN(1, 3)
-TILE_FN(1, 4)
-TILE_FN(4, 1)
-TILE_FN(4, 2)
-TILE_FN(4, 3)
-TILE_FN(4, 4)
-TILE_FN(1, 5)
-TILE_FN(1, 6)
-TILE_FN(4, 5)
-TILE_FN(4, 6)
-
-typedef void (*tile_fn)(float *, int64_t, const float *, int64_t, const float *, int64_t, int64_t,
-                        int);
-static const tile_fn k_tiles[2][7] = {
-    {NULL, tile_1_1, tile_1_2, tile_1_3, tile_1_4, tile_1_5, tile_1_6},
-    {NULL, tile_4_1, tile_4_2, tile_4_3, tile_4_4, tile_4_5, tile_4_6}};
-
-static void tile_rows(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1,
-                      const float *wf, int64_t ws, int64_t o, int64_t c0, int64_t len, int R,
-                      int acc_y) {
-    const tile_fn *tf = k_tiles[R == 4];
-    int64_t t = t0;
-    for (; t + 6 <= t1; t += 6) tf[6](Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wf, ws, len, acc_y);
-    if (t < t1) tf[t1 - t](Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wf, ws, len, acc_y);
-}
-
-#define MATMUL(SUF, WT, LD16)                                                                    \
-    static void rows4_n1_##SUF(float *y, const float *x, const WT *w, int64_t k) {               \
-        const WT *w0 = w, *w1 = w + k, *w2 = w + 2 * k, *w3 = w + 3 * k;                         \
-        const __mmask16 all = 0xffff;                                                            \
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                              \
-        __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                                               \
-        const int near = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR;                                 \
-        int64_t i = 0;                                                                           \
-        for (; i + 32 <= k; i += 32) {                                                           \
-            if (!near) {                                                                         \
-                _mm_prefetch((const char *)(w0 + i) + PF_DIST, _MM_HINT_T0);                     \
-                _mm_prefetch((const char *)(w1 + i) + PF_DIST, _MM_HINT_T0);                     \
-                _mm_prefetch((const char *)(w2 + i) + PF_DIST, _MM_HINT_T0);                     \
-                _mm_prefetch((const char *)(w3 + i) + PF_DIST, _MM_HINT_T0);                     \
-            } else {                                                                             \
-                const char *nx = (const char *)(w0 + 4 * k) + 4 * i * (int64_t)sizeof(WT);       \
-                for (int64_t q = 0; q < 2 * (int64_t)sizeof(WT); q++)                            \
-                    _mm_prefetch(nx + 64 * q, _MM_HINT_T0);                                      \
+/* TILE(SUF, WT, LD16): tile_SUF(R rows (1 or 4) x T tokens (1..6)) over the
+ * k block [c0, c0 + len): w and X point at column c0 of row 0 / token 0
+ * (weight row stride ws), Y at (token 0, row 0). pf: 0 no software
+ * prefetch, 1 PF_DIST ahead in each row, 2 the next R-row block in step
+ * with this one (short rows). 24 accumulators + 4 weights + x fit in the
+ * 32 zmm registers. */
+#define TILE4_CASES(SUF, T)                                                                      \
+    case T * 3: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 0); break;                      \
+    case T * 3 + 1: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 1); break;                  \
+    case T * 3 + 2: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 2); break;
+#define TILE(SUF, WT, LD16)                                                                      \
+    INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
+                           int64_t ws, int64_t c0, int64_t len, const int R, const int T,        \
+                           const int pf) {                                                       \
+        __m512 acc[4][6];                                                                        \
+        UNROLL for (int r = 0; r < R; r++)                                                       \
+            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();                  \
+        for (int64_t i = 0; i < len; i += 16) {                                                  \
+            __mmask16 m = lanes(len - i);                                                        \
+            if (pf == 1 && (i & 31) == 0) {                                                      \
+                UNROLL for (int r = 0; r < R; r++)                                               \
+                    _mm_prefetch((const char *)(w + r * ws + i) + PF_DIST, _MM_HINT_T0);         \
+            } else if (pf == 2) {                                                                \
+                const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);              \
+                for (int64_t q = 0; q < R * 16 * (int64_t)sizeof(WT); q += 64)                   \
+                    _mm_prefetch(nx + q, _MM_HINT_T0);                                           \
             }                                                                                    \
-            __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);                \
-            a0 = _mm512_fmadd_ps(LD16(w0 + i, all), x0, a0);                                     \
-            a1 = _mm512_fmadd_ps(LD16(w1 + i, all), x0, a1);                                     \
-            a2 = _mm512_fmadd_ps(LD16(w2 + i, all), x0, a2);                                     \
-            a3 = _mm512_fmadd_ps(LD16(w3 + i, all), x0, a3);                                     \
-            b0 = _mm512_fmadd_ps(LD16(w0 + i + 16, all), x1, b0);                                \
-            b1 = _mm512_fmadd_ps(LD16(w1 + i + 16, all), x1, b1);                                \
-            b2 = _mm512_fmadd_ps(LD16(w2 + i + 16, all), x1, b2);                                \
-            b3 = _mm512_fmadd_ps(LD16(w3 + i + 16, all), x1, b3);                                \
+            __m512 wv[4];                                                                        \
+            UNROLL for (int r = 0; r < R; r++) wv[r] = LD16(w + r * ws + i, m);                  \
+            UNROLL for (int t = 0; t < T; t++) {                                                 \
+                __m512 xv = _mm512_maskz_loadu_ps(m, X + t * ldx + i);                           \
+                UNROLL for (int r = 0; r < R; r++)                                               \
+                    acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                           \
+            }                                                                                    \
         }                                                                                        \
-        for (; i < k; i += 16) {                                                                 \
-            __mmask16 m = lanes(k - i);                                                          \
-            __m512 x0 = _mm512_maskz_loadu_ps(m, x + i);                                         \
-            a0 = _mm512_fmadd_ps(LD16(w0 + i, m), x0, a0);                                       \
-            a1 = _mm512_fmadd_ps(LD16(w1 + i, m), x0, a1);                                       \
-            a2 = _mm512_fmadd_ps(LD16(w2 + i, m), x0, a2);                                       \
-            a3 = _mm512_fmadd_ps(LD16(w3 + i, m), x0, a3);                                       \
+        UNROLL for (int t = 0; t < T; t++) {                                                     \
+            float out[4];                                                                        \
+            if (R == 4)                                                                          \
+                _mm_storeu_ps(out, hsum4x16(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));        \
+            else                                                                                 \
+                out[0] = _mm_cvtss_f32(hsum4x16(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));    \
+            UNROLL for (int r = 0; r < R; r++)                                                   \
+                Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];                      \
         }                                                                                        \
-        _mm_storeu_ps(y, hsum4x16(_mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1),                  \
-                                  _mm512_add_ps(a2, b2), _mm512_add_ps(a3, b3)));                \
     }                                                                                            \
-    static float row1_n1_##SUF(const float *x, const WT *w, int64_t k) {                         \
-        __m512 a = _mm512_setzero_ps();                                                          \
-        for (int64_t i = 0; i < k; i += 16) {                                                    \
-            __mmask16 m = lanes(k - i);                                                          \
-            a = _mm512_fmadd_ps(LD16(w + i, m), _mm512_maskz_loadu_ps(m, x + i), a);             \
+    static void tile4_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
+                            int64_t ws, int64_t c0, int64_t len, int T, int pf) {                \
+        switch (T * 3 + pf) { /* pf a constant in each instance: no branch in the loop */        \
+        TILE4_CASES(SUF, 6) TILE4_CASES(SUF, 5) TILE4_CASES(SUF, 4)                               \
+        TILE4_CASES(SUF, 3) TILE4_CASES(SUF, 2) TILE4_CASES(SUF, 1)                               \
+        default: break;                                                                          \
         }                                                                                        \
-        return _mm512_reduce_add_ps(a);                                                          \
     }                                                                                            \
+    static void tile1_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
+                            int64_t ws, int64_t c0, int64_t len, int T) {                        \
+        switch (T) {                                                                             \
+        case 6: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 6, 0); break;                      \
+        case 5: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 5, 0); break;                      \
+        case 4: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 4, 0); break;                      \
+        case 3: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 3, 0); break;                      \
+        case 2: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 2, 0); break;                      \
+        default: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 1, 0); break;                     \
+        }                                                                                        \
+    }                                                                                            \
+    /* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len); w at column c0 of row o.      \
+     * The first token group streams the weights (prefetch); later ones hit L1. */               \
+    static void rows_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0,       \
+                           int64_t t1, const WT *w, int64_t ws, int64_t o, int64_t c0,           \
+                           int64_t len, int R, int pf) {                                         \
+        for (int64_t t = t0; t < t1; t += 6) {                                                   \
+            int T = t1 - t < 6 ? (int)(t1 - t) : 6;                                              \
+            const float *x = X + t * ldx + c0;                                                   \
+            if (R == 4) tile4_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T,             \
+                                    t == t0 ? pf : 0);                                           \
+            else tile1_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T);                   \
+        }                                                                                        \
+    }
+
+TILE(f32, float, ld16_f32)
+TILE(f16, uint16_t, ld16_f16)
+TILE(bf16, uint16_t, ld16_bf16)
+
+/* MATMUL(SUF, WT, LD16) defines matmul_SUF_avx512: tokens in L2-sized
+ * blocks; for each 4-row x KC block the weights are read from the mapping
+ * once: n <= SMALL_N converts them in registers (a 4 x 6 tile covers 6
+ * tokens per pass), larger n converts them once into a float32 buffer
+ * reused by every token of the block. */
+#define MATMUL(SUF, WT, LD16)                                                                    \
     static void matmul_##SUF##_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx,        \
                                       int64_t n, const void *W, int64_t k, int64_t o0,           \
                                       int64_t o1) {                                              \
         const WT *w = W;                                                                         \
-        if (n == 1) {                                                                            \
-            int64_t o = o0;                                                                      \
-            for (; o + 4 <= o1; o += 4) rows4_n1_##SUF(Y + o, X, w + o * k, k);                  \
-            for (; o < o1; o++) Y[o] = row1_n1_##SUF(X, w + o * k, k);                           \
-            return;                                                                              \
-        }                                                                                        \
         if (k == 0) { /* empty sums: the k-block loop below would not store */                 \
             for (int64_t t = 0; t < n; t++)                                                      \
                 for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                         \
             return;                                                                              \
         }                                                                                        \
         float wbuf[4 * KC];                                                                      \
-        int64_t nb = L2_BLOCK / (k * 4 > 0 ? k * 4 : 1);                                         \
+        const int direct = sizeof(WT) == 4 || n <= SMALL_N;                                      \
+        const int pf = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR ? 2 : 1;                           \
+        int64_t nb = L2_BLOCK / (k * 4);                                                         \
         nb = nb < 6 ? 6 : nb - nb % 6;                                                           \
         for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
             int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
@@ -180,23 +169,19 @@ static void tile_rows(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_
                 int R = o + 4 <= o1 ? 4 : 1;                                                     \
                 for (int64_t c0 = 0; c0 < k; c0 += KC) {                                         \
                     int64_t len = k - c0 < KC ? k - c0 : KC;                                     \
-                    const float *wf;                                                             \
-                    int64_t ws;                                                                  \
-                    if (sizeof(WT) == 4) {                                                       \
-                        wf = (const float *)(const void *)(w + o * k + c0);                      \
-                        ws = k;                                                                  \
-                    } else {                                                                     \
-                        for (int r = 0; r < R; r++) {                                            \
-                            const WT *src = w + (o + r) * k + c0;                                \
-                            for (int64_t j = 0; j < len; j += 16) {                              \
-                                __mmask16 m = lanes(len - j);                                    \
-                                _mm512_mask_storeu_ps(wbuf + r * KC + j, m, LD16(src + j, m));   \
-                            }                                                                    \
-                        }                                                                        \
-                        wf = wbuf;                                                               \
-                        ws = KC;                                                                 \
+                    if (direct) {                                                                \
+                        rows_##SUF(Y, ldy, X, ldx, t0, t1, w + o * k + c0, k, o, c0, len, R, pf);\
+                        continue;                                                                \
                     }                                                                            \
-                    tile_rows(Y, ldy, X, ldx, t0, t1, wf, ws, o, c0, len, R, c0 > 0);            \
+                    for (int r = 0; r < R; r++) {                                                \
+                        const WT *src = w + (o + r) * k + c0;                                    \
+                        for (int64_t j = 0; j < len; j += 16) {                                  \
+                            __mmask16 m = lanes(len - j);                                        \
+                            _mm_prefetch((const char *)(src + j) + PF_DIST, _MM_HINT_T0);        \
+                            _mm512_mask_storeu_ps(wbuf + r * KC + j, m, LD16(src + j, m));       \
+                        }                                                                        \
+                    }                                                                            \
+                    rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);                \
                 }                                                                                \
                 o += R;                                                                          \
             }                                                                                    \

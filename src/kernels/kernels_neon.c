@@ -7,8 +7,7 @@
  * Matmul, as in kernels_avx2.c: weights converted to float32 in registers
  * (bf16: SHLL #16, exact; f16: FCVTL, exact including subnormals), f32 FMA
  * (vfmaq_f32), activations never rounded.
- *  - n == 1: 4 rows streamed together, 8 elements per row per step into 8
- *    accumulators, prefetching ahead;
+ *  - n == 1: the 4-row x 1-token tile, prefetching ahead;
  *  - n > 1: 4-row x 4-token register tile (16 accumulators of 4 floats plus
  *    8 converted weight vectors; arm64 has 32 vector registers).
  * Horizontal sums: two rounds of pairwise adds give 4 row sums in one vector.
@@ -41,16 +40,36 @@ INLINE void ld8_f32(const float *p, float32x4_t *lo, float32x4_t *hi) {
     *lo = vld1q_f32(p);
     *hi = vld1q_f32(p + 4);
 }
-INLINE float cv_f32(float x) { return x; }
-INLINE float cv_bf16(uint16_t x) { return qw_bf16_to_f32(x); }
-INLINE float cv_f16(uint16_t x) { return qw_f16_to_f32(x); }
+/* Scalar weight loads for tails: the mapping gives no alignment guarantee. */
+INLINE float ld1_f32(const float *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+INLINE float ld1_bf16(const uint16_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return qw_bf16_to_f32(v);
+}
+INLINE float ld1_f16(const uint16_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return qw_f16_to_f32(v);
+}
 
 /* {sum(a), sum(b), sum(c), sum(d)} */
 INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d) {
     return vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d));
 }
 
-#define MATMUL(SUF, WT, LD8, CV)                                                                 \
+/* Batch invariance: every Y[t][o] is computed by the same operations in the
+ * same order whatever n, tile and o0/o1 (a request's logits must not depend
+ * on the other requests of a batch): one 4-lane accumulator per (o, t)
+ * takes two FMAs per 8 columns (elements 0-3, then 4-7) over the whole row;
+ * hsum4x4 reduces it (lane r depends only on input r, so 1-row and 4-row
+ * tiles agree); the k % 8 tail is added with scalar fmaf in column order.
+ * n = 1 runs the same tile (4 rows x 1 token) with software prefetch. */
+#define MATMUL(SUF, WT, LD8, LD1)                                                                \
     /* R rows (1 or 4) x T tokens (1..4), full k, weights converted in registers. */             \
     INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
                            int64_t k, const int R, const int T) {                                \
@@ -60,6 +79,8 @@ INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x
         int64_t i = 0;                                                                           \
         for (; i + 8 <= k; i += 8) {                                                             \
             float32x4_t wl[4], wh[4];                                                            \
+            if (T == 1 && (i & 31) == 0)                                                         \
+                UNROLL for (int r = 0; r < R; r++) __builtin_prefetch(w + r * k + i + 256);       \
             UNROLL for (int r = 0; r < R; r++) LD8(w + r * k + i, &wl[r], &wh[r]);               \
             UNROLL for (int t = 0; t < T; t++) {                                                 \
                 float32x4_t xl = vld1q_f32(X + t * ldx + i), xh = vld1q_f32(X + t * ldx + i + 4); \
@@ -74,9 +95,9 @@ INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x
             if (R == 4)                                                                          \
                 vst1q_f32(out, hsum4x4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));             \
             else                                                                                 \
-                out[0] = vaddvq_f32(acc[0][t]);                                                  \
+                out[0] = vgetq_lane_f32(hsum4x4(acc[0][t], acc[0][t], acc[0][t], acc[0][t]), 0); \
             UNROLL for (int r = 0; r < R; r++) {                                                 \
-                for (int64_t j = i; j < k; j++) out[r] += X[t * ldx + j] * CV(w[r * k + j]);     \
+                for (int64_t j = i; j < k; j++) out[r] = fmaf(X[t * ldx + j], LD1(w + r * k + j), out[r]); \
                 Y[t * ldy + r] = out[r];                                                         \
             }                                                                                    \
         }                                                                                        \
@@ -101,49 +122,13 @@ INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x
                                  const WT *w, int64_t k) {                                       \
         tile_##SUF(Y, ldy, X, ldx, w, k, 1, 1);                                                  \
     }                                                                                            \
-    static void rows4_n1_##SUF(float *y, const float *x, const WT *w, int64_t k) {               \
-        const WT *w0 = w, *w1 = w + k, *w2 = w + 2 * k, *w3 = w + 3 * k;                         \
-        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;                           \
-        float32x4_t b0 = a0, b1 = a0, b2 = a0, b3 = a0;                                          \
-        int64_t i = 0;                                                                           \
-        for (; i + 8 <= k; i += 8) {                                                             \
-            __builtin_prefetch(w0 + i + 256);                                                    \
-            __builtin_prefetch(w1 + i + 256);                                                    \
-            __builtin_prefetch(w2 + i + 256);                                                    \
-            __builtin_prefetch(w3 + i + 256);                                                    \
-            float32x4_t xl = vld1q_f32(x + i), xh = vld1q_f32(x + i + 4), l, h;                  \
-            LD8(w0 + i, &l, &h);                                                                 \
-            a0 = vfmaq_f32(a0, l, xl);                                                           \
-            b0 = vfmaq_f32(b0, h, xh);                                                           \
-            LD8(w1 + i, &l, &h);                                                                 \
-            a1 = vfmaq_f32(a1, l, xl);                                                           \
-            b1 = vfmaq_f32(b1, h, xh);                                                           \
-            LD8(w2 + i, &l, &h);                                                                 \
-            a2 = vfmaq_f32(a2, l, xl);                                                           \
-            b2 = vfmaq_f32(b2, h, xh);                                                           \
-            LD8(w3 + i, &l, &h);                                                                 \
-            a3 = vfmaq_f32(a3, l, xl);                                                           \
-            b3 = vfmaq_f32(b3, h, xh);                                                           \
-        }                                                                                        \
-        float out[4];                                                                            \
-        vst1q_f32(out, hsum4x4(vaddq_f32(a0, b0), vaddq_f32(a1, b1), vaddq_f32(a2, b2),          \
-                               vaddq_f32(a3, b3)));                                              \
-        for (; i < k; i++) {                                                                     \
-            float xi = x[i];                                                                     \
-            out[0] += xi * CV(w0[i]);                                                            \
-            out[1] += xi * CV(w1[i]);                                                            \
-            out[2] += xi * CV(w2[i]);                                                            \
-            out[3] += xi * CV(w3[i]);                                                            \
-        }                                                                                        \
-        y[0] = out[0], y[1] = out[1], y[2] = out[2], y[3] = out[3];                              \
-    }                                                                                            \
     static void matmul_##SUF##_neon(float *Y, int64_t ldy, const float *X, int64_t ldx,          \
                                     int64_t n, const void *W, int64_t k, int64_t o0,             \
                                     int64_t o1) {                                                \
         const WT *w = W;                                                                         \
         if (n == 1) {                                                                            \
             int64_t o = o0;                                                                      \
-            for (; o + 4 <= o1; o += 4) rows4_n1_##SUF(Y + o, X, w + o * k, k);                  \
+            for (; o + 4 <= o1; o += 4) tile_##SUF##_4_1(Y + o, ldy, X, ldx, w + o * k, k);     \
             for (; o < o1; o++) tile_##SUF##_1_1(Y + o, ldy, X, ldx, w + o * k, k);              \
             return;                                                                              \
         }                                                                                        \
@@ -172,9 +157,9 @@ INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x
         }                                                                                        \
     }
 
-MATMUL(f32, float, ld8_f32, cv_f32)
-MATMUL(f16, uint16_t, ld8_f16, cv_f16)
-MATMUL(bf16, uint16_t, ld8_bf16, cv_bf16)
+MATMUL(f32, float, ld8_f32, ld1_f32)
+MATMUL(f16, uint16_t, ld8_f16, ld1_f16)
+MATMUL(bf16, uint16_t, ld8_bf16, ld1_bf16)
 
 static void to_f32_bf16_neon(float *y, const void *x, int64_t n) {
     const uint16_t *h = x;
