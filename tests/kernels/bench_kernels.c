@@ -14,7 +14,8 @@
  *    buffer, ~1 GB of BF16 streamed from DRAM) for n = 1, 2, 4, 8 tokens:
  *    min and median ms per step, GB/s, and the cost relative to n = 1;
  *  - pool_run overhead of an empty job (a decode step makes ~170 calls).
- * Usage: bench_kernels [level ...]   (default: every level; ref skips n >= 128)
+ * Usage: bench_kernels [decode] [level ...]   (default: every level; ref skips
+ * n >= 128; decode: only the decode steps)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -249,12 +250,18 @@ int main(int argc, char **argv) {
     bench_bw(pools);
     bench_pool(pools);
     const char *const *names = kernels_level_names();
+    int decode_only = 0, nlev = 0; /* "decode": only the decode steps */
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "decode")) decode_only = 1;
+        else nlev++;
+    }
     for (int i = 0; names[i]; i++) {
-        int want = argc < 2;
+        int want = nlev == 0;
         for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], names[i]);
         const qw_kernels *L = kernels_level(names[i]);
         if (!want || !L) continue;
         bench_decode_step(L, pools);
+        if (decode_only) continue;
         bench_matvec(L, pools, 896, 4864);
         bench_matvec(L, pools, 4864, 896);
         bench_matvec(L, pools, 151936, 896);
