@@ -4,18 +4,21 @@
  * ever called after cpu.c confirmed the CPU and the OS (XCR0) support them.
  * The body is under __x86_64__ so the file compiles to a stub elsewhere.
  *
- * Matmul: weights are converted to float32 in registers (bf16: zero-extend
- * and shift left 16; f16: vcvtph2ps) and multiplied with f32 FMA; the
- * activations are never rounded. Two regimes:
- *  - n == 1 (decode): memory bound. 4 weight rows are streamed together, 16
- *    elements per row per step into 8 independent accumulators, with a
- *    software prefetch (see PF_NEAR).
- *  - n > 1 (prefill): compute bound. A 4-row x 3-token register tile (12
- *    accumulators): each converted weight vector feeds 3 FMAs, each
- *    activation vector 4. Tokens are processed in blocks whose activations
- *    fit in L2, so a block of X is reused across all the rows of the range.
- * Horizontal sums of 4 accumulators are done together (hadd) and stored as
- * 4 consecutive outputs; the k % 8 tail is scalar.
+ * Matmul: weights are converted to float32 (bf16: zero-extend and shift
+ * left 16; f16: vcvtph2ps) and multiplied with f32 FMA; the activations are
+ * never rounded. Batch invariant: each output gets the same operation
+ * sequence whatever n, tile and o0/o1 (see the matmul section). Regimes:
+ *  - n <= SMALL_N (decode, small continuous batches): memory bound. For
+ *    each 4-row x KC block the weights are streamed from the mapping once,
+ *    with software prefetch (PF_NEAR / PF_DIST), and converted in registers
+ *    for every group of 2 tokens (the block stays in L1), so a step with n
+ *    tokens costs little more than n = 1;
+ *  - larger n (prefill): compute bound. Each 4-row x KC block is converted
+ *    once to float32 on the stack and a 4-row x 3-token register tile (12
+ *    accumulators) runs over it; tokens in blocks whose activations fit in
+ *    L2, so a block of X is reused across all the rows of the range.
+ * Horizontal sums of 4 accumulators are done together (hadd); the k % 8
+ * tail is scalar FMA, with memcpy loads (weights may be misaligned).
  *
  * exp: Cephes-style expf (range reduction by ln 2 split in two constants,
  * degree-6 polynomial, 2^n by exponent arithmetic). Argument clamped to

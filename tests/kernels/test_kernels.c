@@ -5,6 +5,9 @@
  * that are not multiples of any tile, unaligned pointers, strides, and
  * extreme values (large magnitudes, bf16/f16 subnormals, zeros; inf and nan
  * in the conversions). Outputs outside [o0, o1) must be untouched.
+ * Matmul batch invariance (check_batch_invariance): every row of an n-row
+ * product (n = 1..17, several o0/o1) is bitwise equal to the n = 1 product,
+ * with the weights at an odd byte address.
  *
  * Tolerances (u = FLT_EPSILON / 2, the float32 unit roundoff):
  *  - sums of k products (matmul, dot): any summation order, with or without
