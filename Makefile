@@ -45,8 +45,9 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 .PHONY: all test test-c test-e2e asan bench clean format fixtures
 all: qwenc
 
+# cp + mv: replacing a running ./qwenc in place fails with "Text file busy".
 qwenc: $(BUILD)/qwenc
-	@cp $< $@
+	@cp $< $@.tmp && mv -f $@.tmp $@
 
 $(BUILD)/qwenc: $(CLI_OBJ) $(BUILD)/libqwenc.a
 	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libqwenc.a $(LDLIBS)
@@ -90,7 +91,7 @@ bench: qwenc
 	tools/bench.sh
 
 fixtures:
-	tools/venv.sh && .venv/bin/python tools/make_fixtures.py
+	tools/venv.sh --torch && .venv/bin/python tools/make_fixtures.py
 
 format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(wildcard src/*/*.h) $(TEST_SRC)

@@ -35,4 +35,27 @@ for t in "$@"; do
         fail=1
     fi
 done
+
+# The fidelity test (model loader + forward pass against the transformers
+# fixtures) needs cJSON for arm64: Debian multiarch libcjson-dev:arm64
+# (.ci/run installs it). Linked dynamically (Debian ships no static cJSON);
+# run on the NEON level only and on the short cases, as qemu is ~50x slower,
+# with one thread: with two, this test spins without progress under
+# qemu-user (not seen natively; tests/unit/test_pool passes under qemu).
+if [ -e /usr/lib/aarch64-linux-gnu/libcjson.so ]; then
+    echo "== arm64: tests/fidelity/test_fidelity.c (neon level, cases <= 64 tokens)"
+    # shellcheck disable=SC2086
+    if ! $CC $(echo "$CFLAGS" | sed 's/ -static//') -I/usr/include/cjson -o "$OUT/test_fidelity" \
+            tests/fidelity/test_fidelity.c $LIBSRC src/format/*.c src/model/*.c src/infer/*.c src/sample/*.c \
+            src/engine/generate.c -L/usr/lib/aarch64-linux-gnu -lcjson -lm -pthread; then
+        echo "arm64_check: build of test_fidelity failed" >&2
+        fail=1
+    elif ! QEMU_LD_PREFIX=/usr/aarch64-linux-gnu QWENC_FIDELITY_LEVELS=neon QWENC_FIDELITY_MAX_TOKENS=64 QWENC_FIDELITY_THREADS=1 \
+            "$QEMU" -E LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu "$OUT/test_fidelity"; then
+        echo "arm64_check: test_fidelity failed under $QEMU" >&2
+        fail=1
+    fi
+else
+    echo "arm64_check: no arm64 libcjson (dpkg --add-architecture arm64; apt-get install libcjson-dev:arm64): fidelity test not run" >&2
+fi
 exit $fail

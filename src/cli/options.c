@@ -38,14 +38,17 @@ void usage(FILE *f) {
         "  qwenc MODEL --server PATH           Unix socket server (JSON lines)\n"
         "  qwenc MODEL --server                stdin server (\"ids|max_tokens\" lines)\n"
         "  qwenc chat MODEL [options]          interactive terminal chat\n"
-        "  qwenc pull REPO [--revision REV]    download a model from Hugging Face\n"
-        "  qwenc synth OUT_DIR [--config F] [--tokenizer DIR] [--dtype bf16|f16|f32] [--seed S]\n"
+        "  qwenc pull REPO [--revision REV] [--retries N] [--progress bar|lines|none]\n"
+        "                                      download a model from Hugging Face into its cache\n"
+        "  qwenc synth OUT_DIR [--config F] [--tokenizer DIR | --no-tokenizer]\n"
+        "              [--dtype bf16|f16|f32] [--seed S] [--scale X]\n"
         "                                      write a random-weight model (offline testing)\n"
         "\n"
         "MODEL is a folder (config.json, *.safetensors, tokenizer.json) or a repo id\n"
         "such as Qwen/Qwen2.5-0.5B-Instruct found in the Hugging Face cache.\n"
         "\n"
-        "Sampling (default: the model's generation_config.json, else greedy):\n"
+        "Sampling (single-shot ids: greedy unless a flag is given; text modes and servers:\n"
+        "the model's generation_config.json, else greedy):\n"
         "  --greedy  --temp T  --top-k K  --top-p P  --min-p M\n"
         "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F  --seed S\n"
         "Runtime:\n"
@@ -55,7 +58,9 @@ void usage(FILE *f) {
         "Environment:\n"
         "  QWENC_ISA=ref|avx2|avx512|neon   force a kernel level\n"
         "  QWENC_LOG=debug|info|warn|error|quiet\n"
-        "  HF_HOME, HF_ENDPOINT, HF_TOKEN   Hugging Face cache, mirror, token\n",
+        "  HF_HOME, HF_ENDPOINT, HF_TOKEN   Hugging Face cache, mirror, token\n"
+        "  HF_HUB_OFFLINE=1                 never contact the hub; use the cache\n"
+        "  QWENC_HISTORY=FILE               chat line history (default ~/.qwenc_history)\n",
         f);
 }
 

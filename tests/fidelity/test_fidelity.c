@@ -134,6 +134,23 @@ static double rel_err(const float *a, const float *b, int64_t n) {
     return mr > 0 ? md / mr : md;
 }
 
+/* Filters for slow emulated runs (tools/arm64_check.sh under qemu):
+ * QWENC_FIDELITY_LEVELS="neon" runs only the listed kernel levels;
+ * QWENC_FIDELITY_MAX_TOKENS=N skips cases longer than N tokens. */
+static int level_wanted(const char *level) {
+    const char *want = getenv("QWENC_FIDELITY_LEVELS");
+    if (!want || !*want) return 1;
+    size_t n = strlen(level);
+    for (const char *p = want; (p = strstr(p, level)); p += n)
+        if ((p == want || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+static int case_wanted(const fcase *c) {
+    const char *s = getenv("QWENC_FIDELITY_MAX_TOKENS");
+    return !s || !*s || c->n <= atoi(s);
+}
+
 static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_checked) {
     fcase cases[MAX_CASES];
     int nc = load_cases(dir, cases);
@@ -146,6 +163,7 @@ static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_c
             printf("  %s: level %s not available on this CPU, not run\n", name, levels[li]);
             continue;
         }
+        if (!level_wanted(levels[li])) continue;
         CHECK(kernels_use(levels[li], &err) == 0, "kernels_use(%s): %s", levels[li], err.msg);
         qw_model *m = NULL;
         if (model_load(&m, dir, &err)) {
@@ -169,6 +187,10 @@ static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_c
         memset(want, 1, sizeof want);
         for (int ci = 0; ci < nc; ci++) {
             fcase *c = &cases[ci];
+            if (!case_wanted(c)) {
+                printf("  [%s] %s/%s: %d tokens, skipped (QWENC_FIDELITY_MAX_TOKENS)\n", levels[li], name, c->name, c->n);
+                continue;
+            }
             CHECK(c->vocab == m->cfg.vocab, "%s/%s: vocab %d vs model %d", name, c->name, c->vocab, m->cfg.vocab);
             if (c->vocab != m->cfg.vocab) continue;
             /* all positions, prefilled in chunks of CHUNK */
@@ -280,7 +302,8 @@ int main(void) {
         return test_summary();
     }
     qsort(names, (size_t)nn, sizeof *names, cmp_str);
-    qw_pool *pool = pool_create(2);
+    const char *th = getenv("QWENC_FIDELITY_THREADS");
+    qw_pool *pool = pool_create(th && atoi(th) > 0 ? atoi(th) : 2);
     CHECK(pool != NULL, "pool_create");
     int n_checked = 0;
     for (int i = 0; i < nn && pool; i++) {
