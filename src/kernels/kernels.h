@@ -34,7 +34,12 @@ const char *qw_dtype_name(qw_dtype t);
  * table's dtype, row-major, used in place from the mapping. Y row stride ldy.
  * n = 1 is decode (matrix-vector: memory bound); n > 1 is prefill or a batch
  * of decode steps (matrix-matrix: weights are read once per tile and reused
- * across the n rows of X). */
+ * across the n rows of X).
+ * Batch invariance: every output Y[t][o] is computed with the same sequence
+ * of floating-point operations whatever n, t's place in the batch and the
+ * o0..o1 split are, so a row's result is bitwise identical alone or batched
+ * (continuous batching must not change a request's tokens; checked in
+ * tests/kernels/test_kernels.c). */
 typedef void (*qw_matmul_fn)(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                              const void *W, int64_t k, int64_t o0, int64_t o1);
 
