@@ -40,8 +40,10 @@ done
 # fixtures) needs cJSON for arm64: Debian multiarch libcjson-dev:arm64
 # (.ci/run installs it). Linked dynamically (Debian ships no static cJSON);
 # run on the NEON level only and on the short cases, as qemu is ~50x slower,
-# with one thread: with two, this test spins without progress under
-# qemu-user (not seen natively; tests/unit/test_pool passes under qemu).
+# with one thread: with two, this dynamically linked binary stalls inside
+# the dynamic loader under qemu-user 7.2 (gdb shows a single guest thread in
+# ld-linux, before our pool starts work); the statically linked test_pool
+# runs its threads fine under qemu.
 if [ -e /usr/lib/aarch64-linux-gnu/libcjson.so ]; then
     echo "== arm64: tests/fidelity/test_fidelity.c (neon level, cases <= 64 tokens)"
     # shellcheck disable=SC2086
