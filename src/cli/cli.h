@@ -8,6 +8,7 @@
 #define QW_CLI_H
 
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "sample/sampler.h"
@@ -64,5 +65,15 @@ int mode_chat(int argc, char **argv);  /* qwenc chat MODEL [options] */
 int opts_parse(qw_opts *o, int argc, char **argv, int first);
 
 void usage(FILE *f);
+
+/* Parse token ids separated by spaces, tabs, newlines or commas into a
+ * malloc'd array. On bad input prints "qwenc: WHAT: ..." and returns -1.
+ * (src/cli/common.c) */
+int cli_parse_ids(const char *what, const char *s, int allow_empty, int32_t **out, int *n_out);
+
+/* Block SIGINT and SIGTERM in this thread and every thread it starts, so the
+ * server modes can sigwait() for them; ignore SIGPIPE. Call before any
+ * thread starts. */
+void cli_block_stop_signals(sigset_t *set);
 
 #endif

@@ -23,11 +23,7 @@ int mode_http(const qw_opts *o) {
     /* Signals are taken by sigwait() below; block them before any thread
      * starts so that every thread inherits the mask. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_block_stop_signals(&set);
 
     char errbuf[1024];
     char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);

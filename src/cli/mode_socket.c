@@ -15,11 +15,7 @@
 
 int mode_socket(const qw_opts *o) {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_block_stop_signals(&set);
 
     char errbuf[1024];
     char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);

@@ -26,11 +26,7 @@ static void *signal_main(void *arg) {
 }
 
 int mode_stdin(const qw_opts *o) {
-    sigemptyset(&g_set);
-    sigaddset(&g_set, SIGINT);
-    sigaddset(&g_set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &g_set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cli_block_stop_signals(&g_set);
 
     char errbuf[1024];
     char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);

@@ -96,39 +96,16 @@ static int do_tokenize(const qw_tok *tok, const char *arg) {
 }
 
 static int do_detokenize(const qw_tok *tok, const char *s) {
-    size_t cap = 64, n = 0;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    if (!ids) return 1;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX ||
-            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r' && *end != ',')) {
-            fprintf(stderr, "qwenc: --detokenize: bad token id at '%.20s' (expected non-negative integers)\n", p);
-            free(ids);
-            return 2;
-        }
-        if (v >= tok_vocab_size(tok) || !tok_token_bytes(tok, (int32_t)v, NULL)) {
-            fprintf(stderr, "qwenc: --detokenize: token id %ld is not in the tokenizer (vocabulary %d)\n", v,
+    int32_t *ids;
+    int n;
+    if (cli_parse_ids("--detokenize", s, 1, &ids, &n)) return 2;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= tok_vocab_size(tok) || !tok_token_bytes(tok, ids[i], NULL)) {
+            fprintf(stderr, "qwenc: --detokenize: token id %d is not in the tokenizer (vocabulary %d)\n", ids[i],
                     tok_vocab_size(tok));
             free(ids);
             return 1;
         }
-        if (n == cap) {
-            int32_t *r = realloc(ids, (cap *= 2) * sizeof *ids);
-            if (!r) {
-                free(ids);
-                return 1;
-            }
-            ids = r;
-        }
-        ids[n++] = (int32_t)v;
-        p = end;
-    }
     char *text;
     size_t len;
     qw_err err = {{0}};

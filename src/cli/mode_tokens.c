@@ -32,44 +32,6 @@
 #define PREFILL_BATCH 512
 #define LOGITS_BATCH 128
 
-/* Token ids separated by spaces, tabs, newlines or commas. */
-static int parse_ids(const char *s, int32_t **out, int *n_out) {
-    int cap = 16, n = 0;
-    int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    if (!ids) return -1;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX ||
-            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r' && *end != ',')) {
-            fprintf(stderr, "qwenc: bad token id at '%.20s' (expected non-negative integers separated by spaces)\n", p);
-            free(ids);
-            return -1;
-        }
-        if (n == cap) {
-            int32_t *r = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
-            if (!r) {
-                free(ids);
-                return -1;
-            }
-            ids = r;
-        }
-        ids[n++] = (int32_t)v;
-        p = end;
-    }
-    if (n == 0) {
-        fprintf(stderr, "qwenc: no token ids given\n");
-        free(ids);
-        return -1;
-    }
-    *out = ids;
-    *n_out = n;
-    return 0;
-}
 
 typedef struct print_state {
     int n;
@@ -131,7 +93,7 @@ int mode_tokens(const qw_opts *o) {
     qw_err err = {{0}};
     int32_t *ids = NULL;
     int n_ids = 0;
-    if (parse_ids(o->tokens, &ids, &n_ids)) return 2;
+    if (cli_parse_ids("token ids", o->tokens, 0, &ids, &n_ids)) return 2;
 
     int status = 1;
     char *dir = NULL;

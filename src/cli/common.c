@@ -1,0 +1,57 @@
+/* common.c - small pieces every CLI mode shares: token-id lists from the
+ * command line, and the signal set the server modes wait on. */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+
+static int is_sep(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ','; }
+
+int cli_parse_ids(const char *what, const char *s, int allow_empty, int32_t **out, int *n_out) {
+    int cap = 16, n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    if (!ids) return -1;
+    const char *p = s;
+    for (;;) {
+        while (is_sep(*p)) p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && !is_sep(*end))) {
+            fprintf(stderr, "qwenc: %s: bad token id at '%.20s' (expected non-negative integers separated by spaces)\n",
+                    what, p);
+            free(ids);
+            return -1;
+        }
+        if (n == cap) {
+            int32_t *r = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+            if (!r) {
+                free(ids);
+                return -1;
+            }
+            ids = r;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if (n == 0 && !allow_empty) {
+        fprintf(stderr, "qwenc: %s: no token ids given\n", what);
+        free(ids);
+        return -1;
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+void cli_block_stop_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
