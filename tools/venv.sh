@@ -87,6 +87,11 @@ if [ $want_bench = 1 ]; then
     echo "venv.sh: building llama-cpp-python from source (several minutes)" >&2
     CMAKE_ARGS=${CMAKE_ARGS:--DGGML_NATIVE=ON} $pip install "$LLAMA_PKG"
   fi
+  # llama.cpp's server (tools/bench_concurrency.py --llama-gguf): only the
+  # server extras (fastapi, uvicorn, ...); the built package is reused.
+  if ! "$py" -c 'import llama_cpp.server.app, uvicorn' >/dev/null 2>&1; then
+    $pip install -q "llama-cpp-python[server]==0.3.36"
+  fi
 fi
 
 echo "$py"
