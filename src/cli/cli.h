@@ -76,4 +76,8 @@ int cli_parse_ids(const char *what, const char *s, int allow_empty, int32_t **ou
  * thread starts. */
 void cli_block_stop_signals(sigset_t *set);
 
+/* Wait for one of the signals blocked by cli_block_stop_signals(), say on
+ * stderr that the server is shutting down, and return the signal. */
+int cli_wait_stop_signal(const sigset_t *set);
+
 #endif

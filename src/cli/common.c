@@ -55,3 +55,11 @@ void cli_block_stop_signals(sigset_t *set) {
     pthread_sigmask(SIG_BLOCK, set, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
+
+int cli_wait_stop_signal(const sigset_t *set) {
+    int sig = 0;
+    while (sigwait(set, &sig) != 0) {
+    }
+    fprintf(stderr, "qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return sig;
+}

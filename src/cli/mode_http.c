@@ -62,15 +62,11 @@ int mode_http(const qw_opts *o) {
         return 1;
     }
     http_set_engine(h, &e);
-    if (e.model->cfg.random_weights)
-        fprintf(stderr, "qwenc: WARNING: %s has RANDOM WEIGHTS (qwenc synth): its output is noise\n", dir);
+    /* (engine_open has already warned loudly when the weights are random) */
     fprintf(stderr, "qwenc: listening on %s\n", http_url(h));
     fflush(stderr);
 
-    int sig = 0;
-    while (sigwait(&set, &sig) != 0) {
-    }
-    fprintf(stderr, "qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cli_wait_stop_signal(&set);
     http_quiesce(h);
     sched_stop(e.sched, GRACE_S);
     http_stop(h);

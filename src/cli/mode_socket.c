@@ -48,10 +48,7 @@ int mode_socket(const qw_opts *o) {
     }
     fprintf(stderr, "qwenc: listening on unix:%s\n", o->socket_path);
     fflush(stderr);
-    int sig = 0;
-    while (sigwait(&set, &sig) != 0) {
-    }
-    fprintf(stderr, "qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cli_wait_stop_signal(&set);
     sockserv_quiesce(s);
     sched_stop(e.sched, GRACE_S);
     sockserv_stop(s);
