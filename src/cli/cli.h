@@ -50,6 +50,10 @@ void opts_defaults(qw_opts *o);
  * or NULL with a message. (src/cli/mode_pull.c) */
 char *cli_resolve_model(const char *arg, char *errbuf, int errlen);
 
+/* cli_resolve_model() for the model modes: on failure prints
+ * "qwenc: <reason>" on stderr and returns NULL. (src/cli/common.c) */
+char *cli_model_dir(const char *arg);
+
 /* Modes. argc/argv are what follows the subcommand word. */
 int mode_tokens(const qw_opts *o);     /* single-shot ids in, ids out; --logits-out */
 int mode_text(const qw_opts *o);       /* --prompt, --tokenize, --detokenize */

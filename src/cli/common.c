@@ -63,3 +63,10 @@ int cli_wait_stop_signal(const sigset_t *set) {
     fprintf(stderr, "qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     return sig;
 }
+
+char *cli_model_dir(const char *arg) {
+    char errbuf[1024];
+    char *dir = cli_resolve_model(arg, errbuf, sizeof errbuf);
+    if (!dir) fprintf(stderr, "qwenc: %s\n", errbuf);
+    return dir;
+}

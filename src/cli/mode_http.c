@@ -25,12 +25,8 @@ int mode_http(const qw_opts *o) {
     sigset_t set;
     cli_block_stop_signals(&set);
 
-    char errbuf[1024];
-    char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);
-    if (!dir) {
-        fprintf(stderr, "qwenc: %s\n", errbuf);
-        return 1;
-    }
+    char *dir = cli_model_dir(o->model);
+    if (!dir) return 1;
     qw_err err;
     qw_http_cfg hc = {
         .host = o->host,

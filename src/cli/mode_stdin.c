@@ -28,12 +28,8 @@ static void *signal_main(void *arg) {
 int mode_stdin(const qw_opts *o) {
     cli_block_stop_signals(&g_set);
 
-    char errbuf[1024];
-    char *dir = cli_resolve_model(o->model, errbuf, sizeof errbuf);
-    if (!dir) {
-        fprintf(stderr, "qwenc: %s\n", errbuf);
-        return 1;
-    }
+    char *dir = cli_model_dir(o->model);
+    if (!dir) return 1;
     if (pipe(g_stop_pipe) != 0) {
         perror("qwenc: pipe");
         free(dir);

@@ -254,12 +254,8 @@ out:
 }
 
 int mode_text(const qw_opts *o) {
-    char ebuf[1024];
-    char *dir = cli_resolve_model(o->model, ebuf, sizeof ebuf);
-    if (!dir) {
-        fprintf(stderr, "qwenc: %s\n", ebuf);
-        return 1;
-    }
+    char *dir = cli_model_dir(o->model);
+    if (!dir) return 1;
     qw_tok *tok = NULL;
     qw_err err = {{0}};
     if (tok_load(&tok, dir, &err)) {
