@@ -244,6 +244,24 @@ static void check_batch_invariance(const qw_kernels *L) {
                 }
             CHECK(bad == 0, "%s matmul %s k=%lld: every row of n = 1..%lld bitwise equal to n = 1 (%d bad)",
                   L->name, qw_dtype_name((qw_dtype)dt), (long long)k, (long long)nmax, bad);
+            /* Prefill sizes: enough tokens for several L2 token blocks, so the
+             * block loops of the matrix-matrix path are crossed too. */
+            if (k >= 899) {
+                const int64_t nbig = 200;
+                float *Xb = malloc((size_t)(nbig * ldx) * sizeof(float));
+                float *yb = malloc((size_t)(nbig * rows) * sizeof(float));
+                float *Yb = malloc((size_t)(nbig * rows) * sizeof(float));
+                for (int64_t i = 0; i < nbig * ldx; i++) Xb[i] = frand();
+                for (int64_t t = 0; t < nbig; t++)
+                    L->matmul[dt](yb + t * rows, rows, Xb + t * ldx, ldx, 1, W, k, 0, rows);
+                L->matmul[dt](Yb, rows, Xb, ldx, nbig, W, k, 0, rows);
+                CHECK(memcmp(Yb, yb, (size_t)(nbig * rows) * sizeof(float)) == 0,
+                      "%s matmul %s k=%lld: n = %lld bitwise equal to n = 1 row by row", L->name,
+                      qw_dtype_name((qw_dtype)dt), (long long)k, (long long)nbig);
+                free(Xb);
+                free(yb);
+                free(Yb);
+            }
             free(wraw);
             free(X);
             free(y1);
