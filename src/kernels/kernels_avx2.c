@@ -80,7 +80,7 @@ INLINE __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
  * The weights may be converted in registers (n small: straight from the
  * mapping) or first into a float32 buffer (prefill): the conversion is
  * exact, so both give the same bits. */
-enum { PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 1024, SMALL_N = 8 };
+enum { PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 1024, OC = 128, SMALL_N = 8 };
 
 /* Scalar weight loads for tails: the mapping gives no alignment guarantee. */
 INLINE float ld1_f32(const float *p) {
@@ -173,9 +173,8 @@ INLINE float fma1(float a, float b, float c) {
     static void rows_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0,       \
                            int64_t t1, const WT *w, int64_t ws, int64_t o, int64_t c0,           \
                            int64_t len, int R, int pf) {                                         \
-        /* 4 converted bf16/f16 weight vectors + 3 x 4 accumulators + x would \
-         * spill (16 ymm): 2 tokens per tile when converting in registers. */                    \
-        const int tmax = sizeof(WT) == 4 ? 3 : 2;                                                \
+        /* 3 tokens: 12 accumulators + 3 activations + 1 weight vector = 16 ymm */              \
+        const int tmax = 3;                                                                      \
         for (int64_t t = t0; t < t1; t += tmax) {                                                \
             int T = t1 - t < tmax ? (int)(t1 - t) : tmax;                                        \
             const float *x = X + t * ldx + c0;                                                   \
@@ -237,17 +236,22 @@ TILE(bf16, uint16_t, ld8_bf16, ld1_bf16)
         int64_t kc = k < KC ? k : KC;                                                            \
         int64_t nb = L2_BLOCK / (kc * 4);                                                        \
         nb = nb < 3 ? 3 : nb - nb % 3;                                                           \
-        for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
-            int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
+        for (int64_t t0 = 0; t0 < n; t0 += nb)                                                   \
+        for (int64_t oc = o0; oc < o1; oc += OC) {                                               \
+            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + OC < o1 ? oc + OC : o1;           \
             for (int64_t c0 = 0; c0 < k; c0 += KC) {                                             \
                 int64_t len = k - c0 < KC ? k - c0 : KC;                                         \
-                for (int64_t o = o0; o < o1;) {                                                  \
-                    int R = o + 4 <= o1 ? 4 : 1;                                                 \
+                for (int64_t o = oc; o < oc1;) {                                                 \
+                    int R = o + 4 <= oc1 ? 4 : 1;                                                \
                     for (int r = 0; r < R; r++) {                                                \
                         const WT *src = w + (o + r) * k + c0;                                    \
                         int64_t j = 0;                                                           \
+                        /* the next group's rows, same k block: in L2 by the time the \
+                         * tiles below are done (reading past o1 is harmless, the rows exist \
+                         * only up to the matrix end: stop there) */                             \
+                        const char *nx = o + 4 + r < o1 ? (const char *)(src + 4 * k) : NULL;    \
                         for (; j + 8 <= len; j += 8) {                                           \
-                            _mm_prefetch((const char *)(src + j) + PF_DIST, _MM_HINT_T0);        \
+                            if (nx && (j & 31) == 0) _mm_prefetch(nx + sizeof(WT) * j, _MM_HINT_T1); \
                             _mm256_storeu_ps(wbuf + r * KC + j, LD8(src + j));                   \
                         }                                                                        \
                         for (; j < len; j++) wbuf[r * KC + j] = ld1_##SUF(src + j);              \
