@@ -1,6 +1,6 @@
 /* bench_matmul.c - GFLOP/s of the matmul kernels on Qwen2.5-0.5B's shapes.
  *
- *   build/bench/bench_matmul [-n TOKENS] [-t THREADS] [-r REPS] [-d bf16|f16|f32] [-i ISA]
+ *   build/bench/bench_matmul [-n TOKENS] [-t THREADS] [-r REPS] [-d bf16|f16|f32|q8_0] [-i ISA]
  *
  * Times one prefill layer's matmuls (q, k, v, o, gate, up, down) on random
  * weights for n tokens (default 512), through the thread pool split the
@@ -55,7 +55,7 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int64_t n = 512;
-    int threads = 1, reps = 5;
+    int threads = 1, reps = 5, copies = 1;
     qw_dtype dt = QW_BF16;
     const char *isa = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -63,14 +63,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-i")) isa = argv[i + 1];
+        else if (!strcmp(argv[i], "-L")) copies = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-d"))
-            dt = !strcmp(argv[i + 1], "f32") ? QW_F32 : !strcmp(argv[i + 1], "f16") ? QW_F16 : QW_BF16;
+            dt = !strcmp(argv[i + 1], "f32")    ? QW_F32
+                 : !strcmp(argv[i + 1], "f16")  ? QW_F16
+                 : !strcmp(argv[i + 1], "q8_0") ? QW_Q8_0
+                                                : QW_BF16;
         else {
-            fprintf(stderr, "usage: %s [-n TOKENS] [-t THREADS] [-r REPS] [-d bf16|f16|f32] [-i ISA]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n TOKENS] [-t THREADS] [-r REPS] [-d bf16|f16|f32|q8_0] [-i ISA] [-L COPIES]\n", argv[0]);
             return 2;
         }
     }
-    if (n < 1 || threads < 1 || reps < 1 || reps > 1000) {
+    if (n < 1 || threads < 1 || reps < 1 || reps > 1000 || copies < 1 || copies > 64) {
         fprintf(stderr, "bench_matmul: bad arguments\n");
         return 2;
     }
@@ -83,21 +87,31 @@ int main(int argc, char **argv) {
     qw_pool *pool = pool_create(threads);
     if (!pool) return 1;
     srand(1);
-    void *W[NSHAPES];
+    void *W[64][NSHAPES];
     float *X = malloc(sizeof(float) * n * 4864), *Y = malloc(sizeof(float) * n * 4864);
     if (!X || !Y) return 1;
     for (int64_t i = 0; i < n * 4864; i++) X[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int c = 0; c < copies; c++)
     for (int s = 0; s < NSHAPES; s++) {
         int64_t cnt = SHAPES[s].rows * SHAPES[s].cols;
-        W[s] = malloc((size_t)(cnt * qw_dtype_size(dt)));
-        if (!W[s]) return 1;
+        W[c][s] = malloc((size_t)(qw_dtype_row_bytes(dt, SHAPES[s].cols) * SHAPES[s].rows));
+        if (!W[c][s]) return 1;
+        if (dt == QW_Q8_0) {
+            float *row = malloc(sizeof(float) * SHAPES[s].cols);
+            for (int64_t r = 0; r < SHAPES[s].rows; r++) {
+                for (int64_t i = 0; i < SHAPES[s].cols; i++) row[i] = ((float)rand() / RAND_MAX - 0.5f) * 0.04f;
+                qw_quantize_q8_0((char *)W[c][s] + r * qw_dtype_row_bytes(dt, SHAPES[s].cols), row, SHAPES[s].cols);
+            }
+            free(row);
+            continue;
+        }
         for (int64_t i = 0; i < cnt; i++) {
             float v = ((float)rand() / RAND_MAX - 0.5f) * 0.04f;
-            if (dt == QW_F32) ((float *)W[s])[i] = v;
+            if (dt == QW_F32) ((float *)W[c][s])[i] = v;
             else {
                 uint32_t u;
                 memcpy(&u, &v, 4);
-                ((uint16_t *)W[s])[i] = dt == QW_BF16 ? (uint16_t)(u >> 16) : (uint16_t)0x2000 + (u & 0x3ff);
+                ((uint16_t *)W[c][s])[i] = dt == QW_BF16 ? (uint16_t)(u >> 16) : (uint16_t)0x2000 + (u & 0x3ff);
             }
         }
     }
@@ -106,12 +120,15 @@ int main(int argc, char **argv) {
     double *t = malloc(sizeof(double) * reps), *tot = calloc((size_t)reps, sizeof(double));
     double flops_all = 0;
     for (int s = 0; s < NSHAPES; s++) {
-        job j = {K->matmul[dt], Y, X, W[s], n, SHAPES[s].rows, SHAPES[s].cols};
+        job j = {K->matmul[dt], Y, X, W[0][s], n, SHAPES[s].rows, SHAPES[s].cols};
         pool_run(pool, run, &j); /* warm up */
         for (int r = 0; r < reps; r++) {
             double t0 = now();
-            pool_run(pool, run, &j);
-            t[r] = now() - t0;
+            for (int c = 0; c < copies; c++) { /* -L: other copies in between push this one out of cache */
+                j.W = W[(r * copies + c) % copies][s];
+                pool_run(pool, run, &j);
+            }
+            t[r] = (now() - t0) / copies;
             tot[r] += t[r];
         }
         qsort(t, (size_t)reps, sizeof *t, cmp);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench_matmul.sh - build tools/bench_matmul.c against build/libqwenc.a and run it.
-#   tools/bench_matmul.sh [-n TOKENS] [-t THREADS] [-r REPS] [-d bf16|f16|f32] [-i ISA]
+#   tools/bench_matmul.sh [-n TOKENS] [-t THREADS] [-r REPS] [-d bf16|f16|f32|q8_0] [-i ISA]
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}

@@ -31,6 +31,7 @@ typedef struct qw_opts {
     /* runtime */
     int threads;              /* --threads; 0 = physical cores */
     int n_ctx;                /* --ctx; 0 = default 4096 (capped by the model) */
+    int quant;                /* --quant q8_0: a qw_dtype to quantize to at load; -1 = none */
     /* servers */
     int http_port;            /* --http PORT; 0 = off */
     const char *host;         /* --host ADDR (default 127.0.0.1) */
@@ -74,6 +75,11 @@ void usage(FILE *f);
  * malloc'd array. On bad input prints "qwenc: WHAT: ..." and returns -1.
  * (src/cli/common.c) */
 int cli_parse_ids(const char *what, const char *s, int allow_empty, int32_t **out, int *n_out);
+
+/* After model_load: quantize per --quant (nothing if o->quant < 0). On
+ * failure prints "qwenc: <reason>" and returns -1. (src/cli/common.c) */
+struct qw_model;
+int cli_quantize(const qw_opts *o, struct qw_model *m);
 
 /* Block SIGINT and SIGTERM in this thread and every thread it starts, so the
  * server modes can sigwait() for them; ignore SIGPIPE. Call before any

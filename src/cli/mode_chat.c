@@ -324,6 +324,7 @@ int mode_chat(int argc, char **argv) {
         fprintf(stderr, "qwenc chat: %s\n", err.msg);
         goto out;
     }
+    if (cli_quantize(&o, m)) goto out;
     if (tok_load(&c.tok, dir, &err)) {
         fprintf(stderr, "qwenc chat: %s (chat needs the model's tokenizer)\n", err.msg);
         goto out;

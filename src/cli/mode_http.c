@@ -45,6 +45,7 @@ int mode_http(const qw_opts *o) {
     qw_engine_opts eo = {
         .model_dir = dir,
         .threads = o->threads,
+        .quant = o->quant,
         .n_ctx = o->n_ctx,
         .parallel = o->parallel,
         .queue = o->queue,

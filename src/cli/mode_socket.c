@@ -25,6 +25,7 @@ int mode_socket(const qw_opts *o) {
     qw_engine_opts eo = {
         .model_dir = dir,
         .threads = o->threads,
+        .quant = o->quant,
         .n_ctx = o->n_ctx,
         .parallel = o->parallel,
         .queue = o->queue,

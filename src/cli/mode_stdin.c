@@ -48,6 +48,7 @@ int mode_stdin(const qw_opts *o) {
     qw_engine_opts eo = {
         .model_dir = dir,
         .threads = o->threads,
+        .quant = o->quant,
         .n_ctx = o->n_ctx,
         .parallel = 1,
         .queue = 1,

@@ -156,6 +156,10 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         return 1;
     }
+    if (cli_quantize(o, m)) {
+        model_free(m);
+        return 1;
+    }
     const qw_config *cfg = &m->cfg;
     if (cfg->random_weights)
         fprintf(stderr, "qwenc: *** RANDOM WEIGHTS (qwenc synth): the output is meaningless ***\n");

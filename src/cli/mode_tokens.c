@@ -117,6 +117,7 @@ int mode_tokens(const qw_opts *o) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         goto out;
     }
+    if (cli_quantize(o, m)) goto out;
     const qw_config *cfg = &m->cfg;
     for (int i = 0; i < n_ids; i++)
         if (ids[i] >= cfg->vocab) {

@@ -384,9 +384,9 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
     c->b = b;
 
     /* embeddings */
-    int64_t esz = qw_dtype_size(m->embed.dtype);
+    int64_t erb = qw_dtype_row_bytes(m->embed.dtype, H);
     for (int t = 0; t < n; t++)
-        K->to_f32[m->embed.dtype](c->x + t * H, (const char *)m->embed.data + (int64_t)b->tokens[t] * H * esz, H);
+        K->to_f32[m->embed.dtype](c->x + t * H, (const char *)m->embed.data + (int64_t)b->tokens[t] * erb, H);
 
     for (int l = 0; l < cfg->n_layers; l++) {
         const qw_layer *L = &m->layers[l];

@@ -21,12 +21,30 @@
 
 #include "base/err.h"
 
-/* Weight element types, as stored in safetensors / GGUF files. */
-typedef enum { QW_F32 = 0, QW_F16 = 1, QW_BF16 = 2, QW_DTYPE_COUNT = 3 } qw_dtype;
+/* Weight types, as stored in safetensors / GGUF files.
+ * Q8_0 is GGML's block_q8_0, so GGUF Q8_0 tensors are used in place: a row
+ * is cut into blocks of 32 weights, each stored as an IEEE binary16 scale d
+ * followed by 32 int8 q (34 bytes); weight = d * q. Its rows must hold a
+ * whole number of blocks. */
+typedef enum { QW_F32 = 0, QW_F16 = 1, QW_BF16 = 2, QW_Q8_0 = 3, QW_DTYPE_COUNT = 4 } qw_dtype;
 
-/* Bytes per element of a dtype. */
+#define QW_Q8_0_BLOCK 32 /* weights per block */
+#define QW_Q8_0_BYTES 34 /* bytes per block */
+
+/* Bytes per element of an element type (F32, F16, BF16); 0 for block types. */
 int qw_dtype_size(qw_dtype t);
+/* Weights per block: 1 for element types, 32 for Q8_0. */
+int qw_dtype_block(qw_dtype t);
+/* Bytes of a row of `cols` weights, or -1 if cols is negative or not a whole
+ * number of blocks. */
+int64_t qw_dtype_row_bytes(qw_dtype t, int64_t cols);
 const char *qw_dtype_name(qw_dtype t);
+
+/* Quantize n floats (n a multiple of 32) to Q8_0 blocks at dst, exactly as
+ * GGML's reference quantize_row_q8_0 does (d = max|x| / 127 stored as f16,
+ * q = round(x / d) with the unrounded d), so our files and llama.cpp's agree.
+ * Plain C, not per level: it runs once at load. */
+void qw_quantize_q8_0(void *dst, const float *x, int64_t n);
 
 /* Y[t*ldy + o] = sum_i X[t*ldx + i] * W[o*k + i]
  *   for t in [0, n) and o in [o0, o1).
@@ -48,8 +66,13 @@ typedef struct qw_kernels {
 
     qw_matmul_fn matmul[QW_DTYPE_COUNT]; /* indexed by qw_dtype of W */
 
-    /* Convert n elements of dtype t to float32 (embedding rows, norm weights). */
+    /* Convert n elements of dtype t to float32 (embedding rows, norm weights).
+     * Block types: x at a block start, n a multiple of the block size. */
     void (*to_f32[QW_DTYPE_COUNT])(float *y, const void *x, int64_t n);
+
+    /* Q8_0 blocks of n floats (n a multiple of 32): bit for bit what
+     * qw_quantize_q8_0 (the reference, GGML's rule) gives. */
+    void (*quantize_q8_0)(void *dst, const float *x, int64_t n);
 
     /* sum_i a[i]*b[i] */
     float (*dot)(const float *a, const float *b, int64_t n);

@@ -80,7 +80,7 @@ INLINE __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
  * The weights may be converted in registers (n small: straight from the
  * mapping) or first into a float32 buffer (prefill): the conversion is
  * exact, so both give the same bits. */
-enum { PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 1024, OC = 128, SMALL_N = 8 };
+enum { PF_DIST_Q8 = 2048, PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 1024, OC = 128, SMALL_N = 8 };
 
 /* Scalar weight loads for tails: the mapping gives no alignment guarantee. */
 INLINE float ld1_f32(const float *p) {
@@ -123,9 +123,6 @@ INLINE float fma1(float a, float b, float c) {
                 const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);              \
                 _mm_prefetch(nx, _MM_HINT_T0);                                                   \
                 _mm_prefetch(nx + 64, _MM_HINT_T0);                                              \
-            } else if (pf == 3 && (i & 15) == 0) {                                               \
-                UNROLL for (int t = 0; t < T; t++)                                               \
-                    _mm_prefetch((const char *)(X + (T + t) * ldx + i), _MM_HINT_T0);            \
             }                                                                                    \
             __m256 xv[3];                                                                        \
             UNROLL for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(X + t * ldx + i);         \
@@ -151,7 +148,6 @@ INLINE float fma1(float a, float b, float c) {
     static void tile4_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
                             int64_t ws, int64_t c0, int64_t len, int T, int pf) {                \
         switch (T * 4 + pf) { /* pf a constant in each instance: no branch in the loop */        \
-        case 15: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 3); break;                     \
         case 12: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 0); break;                     \
         case 13: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 1); break;                     \
         case 14: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 2); break;                     \
@@ -192,14 +188,60 @@ TILE(f32, float, ld8_f32, ld1_f32)
 TILE(f16, uint16_t, ld8_f16, ld1_f16)
 TILE(bf16, uint16_t, ld8_bf16, ld1_bf16)
 
-/* MATMUL(SUF, WT, LD8) defines matmul_SUF_avx2 for weight type WT.
+/* ---- prefill: weights converted to float32 blocks ----
+ * A block of tokens x one k block of X stays in L2 while every 4-row group
+ * of a chunk of rows is converted to float32 (once per token block) into a
+ * buffer on the stack (L1) and multiplied with it by the f32 tiles; Y takes
+ * the k blocks' sums in k order and stays in L2 (row chunks of OC).
+ * conv_fn: columns [c0, c0 + len) of one row, src at column c0, into dst;
+ * nx: the same columns of the row 4 below (the next group), to prefetch into
+ * L2 while this group's tiles run, or NULL. */
+typedef void (*conv_fn)(float *dst, const char *src, int64_t len, const char *nx);
+
+static void matmul_prefill(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const char *W,
+                           int64_t k, int64_t o0, int64_t o1, qw_dtype dt, conv_fn conv) {
+    float wbuf[4 * KC];
+    const int64_t rb = qw_dtype_row_bytes(dt, k);
+    int64_t kc = k < KC ? k : KC;
+    int64_t nb = L2_BLOCK / (kc * 4);
+    nb = nb < 3 ? 3 : nb - nb % 3;
+    for (int64_t t0 = 0; t0 < n; t0 += nb)
+        for (int64_t oc = o0; oc < o1; oc += OC) {
+            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + OC < o1 ? oc + OC : o1;
+            for (int64_t c0 = 0; c0 < k; c0 += KC) {
+                int64_t len = k - c0 < KC ? k - c0 : KC, coff = qw_dtype_row_bytes(dt, c0);
+                for (int64_t o = oc; o < oc1;) {
+                    int R = o + 4 <= oc1 ? 4 : 1;
+                    for (int r = 0; r < R; r++) {
+                        const char *src = W + (o + r) * rb + coff;
+                        conv(wbuf + r * KC, src, len, o + 4 + r < o1 ? src + 4 * rb : NULL);
+                    }
+                    rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);
+                    o += R;
+                }
+            }
+        }
+}
+
+#define CONV(SUF, WT, LD8)                                                                       \
+    static void conv_##SUF(float *dst, const char *src, int64_t len, const char *nx) {           \
+        const WT *w = (const WT *)src;                                                           \
+        int64_t j = 0;                                                                           \
+        for (; j + 8 <= len; j += 8) {                                                           \
+            if (nx && (j & 31) == 0) _mm_prefetch(nx + sizeof(WT) * j, _MM_HINT_T1);             \
+            _mm256_storeu_ps(dst + j, LD8(w + j));                                               \
+        }                                                                                        \
+        for (; j < len; j++) dst[j] = ld1_##SUF(w + j);                                          \
+    }
+CONV(f16, uint16_t, ld8_f16)
+CONV(bf16, uint16_t, ld8_bf16)
+
+/* MATMUL(SUF, WT, DT) defines matmul_SUF_avx2 for weight type WT.
  * n <= SMALL_N (decode and small batches) and f32 weights: each 4-row group
  * streams its rows from the mapping once per token block, converting in
- * registers for every token group (the block stays in L1). Larger n: token
- * block x k block of X in L2, every 4-row x KC weight block converted once
- * into a float32 buffer on the stack and reused by every token of the block.
- * Both orders give each output the same operations (see above). */
-#define MATMUL(SUF, WT, LD8)                                                                     \
+ * registers for every token group (the block stays in L1). Larger n:
+ * matmul_prefill. Both give each output the same operations (see above). */
+#define MATMUL(SUF, WT, DT)                                                                      \
     static void matmul_##SUF##_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,          \
                                     int64_t n, const void *W, int64_t k, int64_t o0,             \
                                     int64_t o1) {                                                \
@@ -209,63 +251,193 @@ TILE(bf16, uint16_t, ld8_bf16, ld1_bf16)
                 for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                         \
             return;                                                                              \
         }                                                                                        \
-        const int direct = sizeof(WT) == 4 || n <= SMALL_N;                                      \
-        if (direct) {                                                                            \
-            /* Weights straight from the mapping: each 4-row group streams its rows once per \
-             * token block, k blocks in order, with software prefetch. */                        \
-            const int pf = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR ? 2 : 1;                       \
-            int64_t nb = L2_BLOCK / (k * 4);                                                     \
-            nb = nb < 3 ? 3 : nb - nb % 3;                                                       \
-            for (int64_t t0 = 0; t0 < n; t0 += nb) {                                             \
-                int64_t t1 = t0 + nb < n ? t0 + nb : n;                                          \
-                for (int64_t o = o0; o < o1;) {                                                  \
-                    int R = o + 4 <= o1 ? 4 : 1;                                                 \
-                    for (int64_t c0 = 0; c0 < k; c0 += KC) {                                     \
-                        int64_t len = k - c0 < KC ? k - c0 : KC;                                 \
-                        rows_##SUF(Y, ldy, X, ldx, t0, t1, w + o * k + c0, k, o, c0, len, R, pf);\
-                    }                                                                            \
-                    o += R;                                                                      \
-                }                                                                                \
-            }                                                                                    \
+        if (sizeof(WT) == 2 && n > SMALL_N) {                                                    \
+            matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, DT, conv_##SUF);                     \
             return;                                                                              \
         }                                                                                        \
-        /* Prefill: a block of tokens x one k block of X stays in L2 while every \
-         * 4-row group of the range is converted to float32 (once per token block) \
-         * and multiplied with it; Y takes the k blocks' sums in k order. */                     \
-        float wbuf[4 * KC];                                                                      \
-        int64_t kc = k < KC ? k : KC;                                                            \
-        int64_t nb = L2_BLOCK / (kc * 4);                                                        \
+        const int pf = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR ? 2 : 1;                           \
+        int64_t nb = L2_BLOCK / (k * 4);                                                         \
         nb = nb < 3 ? 3 : nb - nb % 3;                                                           \
-        for (int64_t t0 = 0; t0 < n; t0 += nb)                                                   \
-        for (int64_t oc = o0; oc < o1; oc += OC) {                                               \
-            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + OC < o1 ? oc + OC : o1;           \
-            for (int64_t c0 = 0; c0 < k; c0 += KC) {                                             \
-                int64_t len = k - c0 < KC ? k - c0 : KC;                                         \
-                for (int64_t o = oc; o < oc1;) {                                                 \
-                    int R = o + 4 <= oc1 ? 4 : 1;                                                \
-                    for (int r = 0; r < R; r++) {                                                \
-                        const WT *src = w + (o + r) * k + c0;                                    \
-                        int64_t j = 0;                                                           \
-                        /* the next group's rows, same k block: in L2 by the time the \
-                         * tiles below are done (reading past o1 is harmless, the rows exist \
-                         * only up to the matrix end: stop there) */                             \
-                        const char *nx = o + 4 + r < o1 ? (const char *)(src + 4 * k) : NULL;    \
-                        for (; j + 8 <= len; j += 8) {                                           \
-                            if (nx && (j & 31) == 0) _mm_prefetch(nx + sizeof(WT) * j, _MM_HINT_T1); \
-                            _mm256_storeu_ps(wbuf + r * KC + j, LD8(src + j));                   \
-                        }                                                                        \
-                        for (; j < len; j++) wbuf[r * KC + j] = ld1_##SUF(src + j);              \
-                    }                                                                            \
-                    rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);                \
-                    o += R;                                                                      \
+        for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
+            int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
+            for (int64_t o = o0; o < o1;) {                                                      \
+                int R = o + 4 <= o1 ? 4 : 1;                                                     \
+                for (int64_t c0 = 0; c0 < k; c0 += KC) {                                         \
+                    int64_t len = k - c0 < KC ? k - c0 : KC;                                     \
+                    rows_##SUF(Y, ldy, X, ldx, t0, t1, w + o * k + c0, k, o, c0, len, R, pf);    \
                 }                                                                                \
+                o += R;                                                                          \
             }                                                                                    \
         }                                                                                        \
     }
 
-MATMUL(f32, float, ld8_f32)
-MATMUL(f16, uint16_t, ld8_f16)
-MATMUL(bf16, uint16_t, ld8_bf16)
+/* f32 weights are never converted: always the direct path (conv unused). */
+#define conv_f32 NULL
+MATMUL(f32, float, QW_F32)
+#undef conv_f32
+MATMUL(f16, uint16_t, QW_F16)
+MATMUL(bf16, uint16_t, QW_BF16)
+
+/* ---- Q8_0 ----
+ * Each weight is converted exactly (int8 * f16 scale: 8 x 11 significant
+ * bits fit a float32 significand), then multiplied like any float32 weight,
+ * so the direct path (converting in registers) and the prefill path
+ * (converting into the buffer) give the same bits, and the result equals the
+ * f32 matmul of the dequantized weights bit for bit (test_kernels checks). */
+INLINE __m256 ld8_q8(const uint8_t *q, __m256 d) {
+    __m128i v = _mm_loadl_epi64((const __m128i *)q);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), d);
+}
+INLINE __m256 scale8_q8(const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+static void conv_q8_0(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (int64_t j = 0; j < len; j += QW_Q8_0_BLOCK, b += QW_Q8_0_BYTES) {
+        if (nx && (j & 63) == 0) _mm_prefetch(nx + j / QW_Q8_0_BLOCK * QW_Q8_0_BYTES, _MM_HINT_T1);
+        __m256 d = scale8_q8(b);
+        UNROLL for (int s = 0; s < 4; s++) _mm256_storeu_ps(dst + j + 8 * s, ld8_q8(b + 2 + 8 * s, d));
+    }
+}
+
+/* R rows (1 or 4) x T tokens (1..3) over the k block [c0, c0 + len), len a
+ * multiple of 32; w at that block of row 0, rb bytes per row. The same
+ * accumulation and reduction as tile_f32 on the converted weights. */
+INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const uint8_t *w, int64_t rb,
+                    int64_t c0, int64_t len, const int R, const int T, const int pf) {
+    __m256 acc[4][3];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < len; i += QW_Q8_0_BLOCK) {
+        const uint8_t *b[4];
+        __m256 d[4];
+        UNROLL for (int r = 0; r < R; r++) {
+            b[r] = w + r * rb + i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            if (pf == 1) _mm_prefetch((const char *)b[r] + PF_DIST_Q8, _MM_HINT_T0);
+            d[r] = scale8_q8(b[r]);
+        }
+        if (pf == 2) { /* short rows: the next 4-row group (contiguous), in step with this one */
+            const char *nx = (const char *)w + 4 * rb + 4 * (i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES);
+            _mm_prefetch(nx, _MM_HINT_T0);
+            _mm_prefetch(nx + 64, _MM_HINT_T0);
+            _mm_prefetch(nx + 128, _MM_HINT_T0);
+        }
+        UNROLL for (int s = 0; s < 4; s++) {
+            __m256 xv[3];
+            UNROLL for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(X + t * ldx + i + 8 * s);
+            UNROLL for (int r = 0; r < R; r++) {
+                __m256 wv = ld8_q8(b[r] + 2 + 8 * s, d[r]);
+                UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            _mm_storeu_ps(out, hsum4x8(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = _mm_cvtss_f32(hsum4x8(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));
+        UNROLL for (int r = 0; r < R; r++) Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];
+    }
+}
+
+/* pf as in TILE: 1 prefetch ahead in each row, 2 the next group (short rows);
+ * only the first token tile of a group prefetches (the rest hit L1). */
+static void rows_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1,
+                    const uint8_t *w, int64_t rb, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    for (int64_t t = t0; t < t1; t += 3) {
+        int T = t1 - t < 3 ? (int)(t1 - t) : 3;
+        const float *x = X + t * ldx + c0;
+        float *y = Y + t * ldy + o;
+        if (R == 4) {
+            if (t == t0 && pf == 2) {
+                if (T == 3) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 3, 2);
+                else if (T == 2) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 2, 2);
+                else tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 1, 2);
+            } else if (t == t0) {
+                if (T == 3) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 3, 1);
+                else if (T == 2) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 2, 1);
+                else tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 1, 1);
+            } else {
+                if (T == 3) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 3, 0);
+                else if (T == 2) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 2, 0);
+                else tile_q8(y, ldy, x, ldx, w, rb, c0, len, 4, 1, 0);
+            }
+        } else {
+            if (T == 3) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 1, 3, 0);
+            else if (T == 2) tile_q8(y, ldy, x, ldx, w, rb, c0, len, 1, 2, 0);
+            else tile_q8(y, ldy, x, ldx, w, rb, c0, len, 1, 1, 0);
+        }
+    }
+}
+
+static void matmul_q8_0_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                             int64_t k, int64_t o0, int64_t o1) {
+    if (k == 0) {
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
+        return;
+    }
+    if (n > SMALL_N) {
+        matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q8_0, conv_q8_0);
+        return;
+    }
+    const uint8_t *w = W;
+    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    const int pf = 4 * rb <= PF_NEAR ? 2 : 1;
+    for (int64_t o = o0; o < o1;) {
+        int R = o + 4 <= o1 ? 4 : 1;
+        /* pf 2 reads ahead into the next group: only if it is in the range */
+        int p = pf == 2 && o + 8 > o1 ? 0 : pf;
+        for (int64_t c0 = 0; c0 < k; c0 += KC) {
+            int64_t len = k - c0 < KC ? k - c0 : KC;
+            rows_q8(Y, ldy, X, ldx, 0, n, w + o * rb + c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES, rb, o, c0, len, R, p);
+        }
+        o += R;
+    }
+}
+
+static void to_f32_q8_0_avx2(float *y, const void *x, int64_t n) { conv_q8_0(y, x, n, NULL); }
+
+/* qw_quantize_q8_0 in 8 lanes, the same float operations: max |x| (max is
+ * exact, any order), d = amax / 127, id = 1 / d, q = round half away from
+ * zero of x * id (trunc, then +-1 when the exact remainder reaches 0.5). */
+static void quantize_q8_0_avx2(void *dst, const float *x, int64_t n) {
+    uint8_t *out = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+    for (int64_t b = 0; b + QW_Q8_0_BLOCK <= n; b += QW_Q8_0_BLOCK, out += QW_Q8_0_BYTES) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        UNROLL for (int s = 0; s < 4; s++) {
+            v[s] = _mm256_loadu_ps(x + b + 8 * s);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[s]));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float amax = _mm_cvtss_f32(h);
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t hd = qw_f32_to_f16(d);
+        memcpy(out, &hd, sizeof hd);
+        __m256 idv = _mm256_set1_ps(id);
+        __m256i q[4];
+        UNROLL for (int s = 0; s < 4; s++) {
+            __m256 p = _mm256_mul_ps(v[s], idv);
+            __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 f = _mm256_sub_ps(p, t);
+            __m256i up = _mm256_castps_si256(_mm256_cmp_ps(f, half, _CMP_GE_OQ));   /* -1 where f >= 0.5 */
+            __m256i dn = _mm256_castps_si256(_mm256_cmp_ps(f, mhalf, _CMP_LE_OQ));  /* -1 where f <= -0.5 */
+            q[s] = _mm256_add_epi32(_mm256_sub_epi32(_mm256_cvttps_epi32(t), up), dn);
+        }
+        /* 32 int32 -> 32 int8 in order: packs work per 128-bit lane, permute back */
+        __m256i a = _mm256_packs_epi32(q[0], q[1]), c = _mm256_packs_epi32(q[2], q[3]);
+        __m256i bytes = _mm256_packs_epi16(a, c);
+        bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(out + 2), bytes);
+    }
+}
 
 /* ---- conversions ---- */
 static void to_f32_bf16_avx2(float *y, const void *x, int64_t n) {
@@ -404,8 +576,11 @@ int kernels_fill_avx2(qw_kernels *k) {
     k->matmul[QW_F32] = matmul_f32_avx2;
     k->matmul[QW_F16] = matmul_f16_avx2;
     k->matmul[QW_BF16] = matmul_bf16_avx2;
+    k->matmul[QW_Q8_0] = matmul_q8_0_avx2;
     k->to_f32[QW_F16] = to_f32_f16_avx2;
     k->to_f32[QW_BF16] = to_f32_bf16_avx2;
+    k->to_f32[QW_Q8_0] = to_f32_q8_0_avx2;
+    k->quantize_q8_0 = quantize_q8_0_avx2;
     k->dot = dot_avx2;
     k->axpy = axpy_avx2;
     k->scale = scale_avx2;

@@ -66,4 +66,33 @@ static inline float qw_f16_to_f32(uint16_t h) {
     return f;
 }
 
+/* IEEE binary32 -> binary16, round to nearest even (as F16C's vcvtps2ph
+ * and GGML's reference do): overflow to inf, nan stays nan, subnormal
+ * results rounded correctly. */
+static inline uint16_t qw_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
+    if (a < 0x38800000u) { /* below 2^-14: a subnormal (or zero) result */
+        if (a < 0x33000000u) return (uint16_t)sign; /* below 2^-25: rounds to 0 */
+        uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(a >> 23); /* 14..24: result = m >> shift, RNE */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ((a >> 13) - (112u << 10)), rem = a & 0x1fffu; /* rebias exponent 127 -> 15 */
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;    /* carry may bump the exponent: fine */
+    return (uint16_t)(sign | r);
+}
+
+/* One Q8_0 block's scale (binary16 at the block start, any alignment). */
+static inline float qw_q8_0_scale(const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return qw_f16_to_f32(h);
+}
+
 #endif

@@ -161,6 +161,90 @@ MATMUL(f32, float, ld8_f32, ld1_f32)
 MATMUL(f16, uint16_t, ld8_f16, ld1_f16)
 MATMUL(bf16, uint16_t, ld8_bf16, ld1_bf16)
 
+/* ---- Q8_0 ----
+ * Weights converted exactly (int8 -> int16 -> int32 -> float32, times the
+ * f16 scale: 8 x 11 significant bits fit float32) and then used exactly as
+ * the f32 tile uses its weights (two FMAs per 8 columns, hsum4x4), so the
+ * result equals matmul_f32_neon of the dequantized weights bit for bit and
+ * is batch invariant the same way. k is a multiple of 32 (no tail). */
+INLINE void ld8_q8(const uint8_t *q, float32x4_t d, float32x4_t *lo, float32x4_t *hi) {
+    int16x8_t v = vmovl_s8(vld1_s8((const int8_t *)q));
+    *lo = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(v))), d);
+    *hi = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(v)), d);
+}
+
+INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const uint8_t *w, int64_t rb,
+                    int64_t k, const int R, const int T) {
+    float32x4_t acc[4][4];
+    UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    for (int64_t i = 0; i < k; i += QW_Q8_0_BLOCK) {
+        const uint8_t *b[4];
+        float32x4_t d[4];
+        UNROLL for (int r = 0; r < R; r++) {
+            b[r] = w + r * rb + i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            if (T == 1) __builtin_prefetch(b[r] + 512);
+            d[r] = vdupq_n_f32(qw_q8_0_scale(b[r]));
+        }
+        UNROLL for (int s = 0; s < 4; s++) {
+            float32x4_t wl[4], wh[4];
+            UNROLL for (int r = 0; r < R; r++) ld8_q8(b[r] + 2 + 8 * s, d[r], &wl[r], &wh[r]);
+            UNROLL for (int t = 0; t < T; t++) {
+                float32x4_t xl = vld1q_f32(X + t * ldx + i + 8 * s), xh = vld1q_f32(X + t * ldx + i + 8 * s + 4);
+                UNROLL for (int r = 0; r < R; r++) {
+                    acc[r][t] = vfmaq_f32(acc[r][t], wl[r], xl);
+                    acc[r][t] = vfmaq_f32(acc[r][t], wh[r], xh);
+                }
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            vst1q_f32(out, hsum4x4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = vgetq_lane_f32(hsum4x4(acc[0][t], acc[0][t], acc[0][t], acc[0][t]), 0);
+        UNROLL for (int r = 0; r < R; r++) Y[t * ldy + r] = out[r];
+    }
+}
+
+static void matmul_q8_0_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                             int64_t k, int64_t o0, int64_t o1) {
+    const uint8_t *w = W;
+    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    int64_t nb = (256 * 1024) / (k * 4 > 0 ? k * 4 : 1);
+    nb = nb < 4 ? 4 : nb - nb % 4;
+    for (int64_t t0 = 0; t0 < n; t0 += nb) {
+        int64_t t1 = t0 + nb < n ? t0 + nb : n;
+        for (int64_t o = o0; o < o1;) {
+            int R = o + 4 <= o1 ? 4 : 1;
+            const uint8_t *wr = w + o * rb;
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) {
+                if (R == 4) tile_q8(Y + t * ldy + o, ldy, X + t * ldx, ldx, wr, rb, k, 4, 4);
+                else tile_q8(Y + t * ldy + o, ldy, X + t * ldx, ldx, wr, rb, k, 1, 4);
+            }
+            for (; t < t1; t++) {
+                if (R == 4) tile_q8(Y + t * ldy + o, ldy, X + t * ldx, ldx, wr, rb, k, 4, 1);
+                else tile_q8(Y + t * ldy + o, ldy, X + t * ldx, ldx, wr, rb, k, 1, 1);
+            }
+            o += R;
+        }
+    }
+}
+
+static void to_f32_q8_0_neon(float *y, const void *x, int64_t n) {
+    const uint8_t *b = x;
+    for (int64_t i = 0; i < n; i += QW_Q8_0_BLOCK, b += QW_Q8_0_BYTES) {
+        float32x4_t d = vdupq_n_f32(qw_q8_0_scale(b));
+        for (int s = 0; s < 4; s++) {
+            float32x4_t lo, hi;
+            ld8_q8(b + 2 + 8 * s, d, &lo, &hi);
+            vst1q_f32(y + i + 8 * s, lo);
+            vst1q_f32(y + i + 8 * s + 4, hi);
+        }
+    }
+}
+
 static void to_f32_bf16_neon(float *y, const void *x, int64_t n) {
     const uint16_t *h = x;
     int64_t i = 0;
@@ -293,8 +377,10 @@ int kernels_fill_neon(qw_kernels *k) {
     k->matmul[QW_F32] = matmul_f32_neon;
     k->matmul[QW_F16] = matmul_f16_neon;
     k->matmul[QW_BF16] = matmul_bf16_neon;
+    k->matmul[QW_Q8_0] = matmul_q8_0_neon;
     k->to_f32[QW_F16] = to_f32_f16_neon;
     k->to_f32[QW_BF16] = to_f32_bf16_neon;
+    k->to_f32[QW_Q8_0] = to_f32_q8_0_neon;
     k->dot = dot_neon;
     k->axpy = axpy_neon;
     k->scale = scale_neon;

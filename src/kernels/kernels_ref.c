@@ -59,6 +59,31 @@ static void matmul_bf16_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, 
         }
 }
 
+static void matmul_q8_0_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
+                            const void *W, int64_t k, int64_t o0, int64_t o1) {
+    const uint8_t *w = W;
+    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t o = o0; o < o1; o++) {
+            const float *x = X + t * ldx;
+            const uint8_t *blk = w + o * rb;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; i += QW_Q8_0_BLOCK, blk += QW_Q8_0_BYTES) {
+                float d = qw_q8_0_scale(blk);
+                for (int j = 0; j < QW_Q8_0_BLOCK; j++) acc += x[i + j] * (d * (float)(int8_t)blk[2 + j]);
+            }
+            Y[t * ldy + o] = acc;
+        }
+}
+
+static void to_f32_q8_0_ref(float *y, const void *x, int64_t n) {
+    const uint8_t *blk = x;
+    for (int64_t i = 0; i < n; i += QW_Q8_0_BLOCK, blk += QW_Q8_0_BYTES) {
+        float d = qw_q8_0_scale(blk);
+        for (int j = 0; j < QW_Q8_0_BLOCK; j++) y[i + j] = d * (float)(int8_t)blk[2 + j];
+    }
+}
+
 static void to_f32_f32_ref(float *y, const void *x, int64_t n) {
     memmove(y, x, (size_t)n * sizeof(float));
 }
@@ -121,9 +146,12 @@ void kernels_fill_ref(qw_kernels *k) {
     k->matmul[QW_F32] = matmul_f32_ref;
     k->matmul[QW_F16] = matmul_f16_ref;
     k->matmul[QW_BF16] = matmul_bf16_ref;
+    k->matmul[QW_Q8_0] = matmul_q8_0_ref;
     k->to_f32[QW_F32] = to_f32_f32_ref;
     k->to_f32[QW_F16] = to_f32_f16_ref;
     k->to_f32[QW_BF16] = to_f32_bf16_ref;
+    k->to_f32[QW_Q8_0] = to_f32_q8_0_ref;
+    k->quantize_q8_0 = qw_quantize_q8_0;
     k->dot = dot_ref;
     k->axpy = axpy_ref;
     k->scale = scale_ref;

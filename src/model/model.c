@@ -175,6 +175,7 @@ void model_free(qw_model *m) {
         free(p->copies);
         free(p);
     }
+    free(m->quant_buf);
     free(m->layers);
     free(m->dir);
     free(m->name);

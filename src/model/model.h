@@ -68,6 +68,7 @@ typedef struct qw_model {
     float *final_norm;  /* [hidden] model.norm.weight */
     qw_layer *layers;   /* [n_layers] */
     uint64_t weight_bytes; /* bytes of all matrices, for roofline reports */
+    void *quant_buf;    /* matrices made by model_quantize (owned) */
     void *priv;         /* mappings and owned buffers */
 } qw_model;
 
@@ -78,5 +79,11 @@ int config_load(qw_config *cfg, const char *dir, qw_err *err);
  * file and the tensor or field at fault. */
 int model_load(qw_model **out, const char *dir, qw_err *err);
 void model_free(qw_model *m);
+
+/* Quantize every matrix (the embedding and lm_head too) to `to` (only
+ * QW_Q8_0) in memory the model owns, with `threads` threads; the mapped
+ * originals are released. Matrices already of type `to` are kept. -1 with a
+ * message naming the tensor when a row is not a whole number of blocks. */
+int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err);
 
 #endif

@@ -22,6 +22,13 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     memset(e, 0, sizeof *e);
     if (kernels_init(err) != 0) return -1;
     if (model_load(&e->model, o->model_dir, err) != 0) goto fail;
+    if (o->quant >= 0) {
+        double t0 = qw_now();
+        if (model_quantize(e->model, (qw_dtype)o->quant, o->threads > 0 ? o->threads : pool_default_threads(), err))
+            goto fail;
+        LOG_INFO("quantized to %s in %.2f s: %.0f MB of weights", qw_dtype_name((qw_dtype)o->quant), qw_now() - t0,
+                 (double)e->model->weight_bytes / 1e6);
+    }
     const qw_config *cfg = &e->model->cfg;
     if (cfg->random_weights)
         LOG_WARN("RANDOM WEIGHTS: %s is a synthetic model with random weights; its output is noise",
