@@ -89,13 +89,19 @@ static int get_vec(build *b, float *dst, const char *name, int64_t n) {
 static uint64_t mat_bytes(const qw_mat *m) { return (uint64_t)m->rows * (uint64_t)m->cols * (uint64_t)qw_dtype_size(m->dtype); }
 
 int model_build(qw_model *m, const model_names *nm, model_find_fn findfn, const void *src, const char *label,
-                qw_err *err) {
+                uint64_t file_bytes, qw_err *err) {
     model_priv *p = m->priv;
     const qw_config *c = &m->cfg;
     build b = {m, p, findfn, src, label, err};
     int64_t H = c->hidden, I = c->inter, Q = (int64_t)c->n_heads * c->head_dim,
             KV = (int64_t)c->n_kv_heads * c->head_dim;
     int64_t per_layer = 2 * H + Q + 2 * KV;
+    /* Every vector element comes from at least 2 bytes of the files: a
+     * config asking for more cannot match them (and must not make us
+     * allocate gigabytes before the tensors are looked at). */
+    if ((uint64_t)(per_layer * c->n_layers + H) * 2 > file_bytes)
+        return qw_errf(err, "model: %s: the config asks for more weights than the files hold (%llu bytes)", label,
+                       (unsigned long long)file_bytes);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     p->vecs = malloc((size_t)(per_layer * c->n_layers + H) * sizeof(float));
     if (!m->layers || !p->vecs) return qw_errf(err, "model: %s: out of memory", label);
@@ -228,7 +234,9 @@ int model_load(qw_model **out, const char *path, qw_err *err) {
     if (config_load(&m->cfg, path, err)) goto fail;
     if (model_set_name(m, path, NULL, err)) goto fail;
     if (st_open_dir(&p->st, path, err)) goto fail;
-    if (model_build(m, &hf_names, st_find_fn, &p->st, path, err)) goto fail;
+    uint64_t bytes = 0;
+    for (int i = 0; i < p->st.n_files; i++) bytes += p->st.maps[i].size;
+    if (model_build(m, &hf_names, st_find_fn, &p->st, path, bytes, err)) goto fail;
     *out = m;
     return 0;
 fail:

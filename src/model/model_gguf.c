@@ -165,5 +165,5 @@ int model_load_gguf(qw_model *m, model_priv *p, const char *path, qw_err *err) {
     if (gguf_open(&p->gg, path, err)) return -1;
     if (gguf_config(&m->cfg, &p->gg.f, err)) return -1;
     if (model_set_name(m, path, ".gguf", err)) return -1;
-    return model_build(m, &gguf_names, gguf_find_fn, &p->gg.f, path, err);
+    return model_build(m, &gguf_names, gguf_find_fn, &p->gg.f, path, p->gg.map.size, err);
 }

@@ -48,9 +48,11 @@ typedef struct model_priv {
 /* Fill m's tensors (m->cfg already set): look every tensor up with find,
  * check dtype and shape, point matrices into the mapping, convert vectors
  * to float32. m->cfg.tie_embeddings decides whether lm_head is read.
- * `label` names the model in "missing" messages. Returns 0 or -1. */
+ * `label` names the model in "missing" messages. file_bytes (the size of
+ * the weight files) bounds what the config may ask for before anything is
+ * allocated for it. Returns 0 or -1. */
 int model_build(qw_model *m, const model_names *names, model_find_fn find, const void *src, const char *label,
-                qw_err *err);
+                uint64_t file_bytes, qw_err *err);
 
 /* Set m->dir (a copy of path) and m->name (its base name, without a
  * trailing "/" or `strip_ext`). Returns 0 or -1 (out of memory). */
