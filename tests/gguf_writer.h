@@ -55,13 +55,13 @@ typedef struct gw {
     size_t pos_data;       /* data section start */
 } gw;
 
-static void gw_init(gw *w) {
+static inline void gw_init(gw *w) {
     memset(w, 0, sizeof *w);
     w->version = 3;
     w->alignment = 32;
 }
 
-static void gw_raw(gw *w, const void *p, size_t n) {
+static inline void gw_raw(gw *w, const void *p, size_t n) {
     if (w->n + n > w->cap) {
         size_t c = w->cap ? w->cap : 4096;
         while (c < w->n + n) c *= 2;
@@ -73,43 +73,43 @@ static void gw_raw(gw *w, const void *p, size_t n) {
     w->n += n;
 }
 
-static void gw_u(gw *w, uint64_t v, int bytes) {
+static inline void gw_u(gw *w, uint64_t v, int bytes) {
     uint8_t b[8];
     for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
     gw_raw(w, b, (size_t)bytes);
 }
 
-static void gw_str(gw *w, const char *s) {
+static inline void gw_str(gw *w, const char *s) {
     gw_u(w, strlen(s), 8);
     gw_raw(w, s, strlen(s));
 }
 
-static gw_kv *gw_add(gw *w, const char *key, int type) {
+static inline gw_kv *gw_add(gw *w, const char *key, int type) {
     gw_kv *k = &w->kv[w->n_kv++];
     memset(k, 0, sizeof *k);
     snprintf(k->key, sizeof k->key, "%s", key);
     k->type = type;
     return k;
 }
-static void gw_kv_u32(gw *w, const char *key, uint32_t v) { gw_add(w, key, GW_U32)->u = v; }
-static void gw_kv_f32(gw *w, const char *key, float v) { gw_add(w, key, GW_F32)->f = v; }
-static void gw_kv_str(gw *w, const char *key, const char *s) { gw_add(w, key, GW_STR)->s = s; }
-static void gw_kv_strs(gw *w, const char *key, const char *const *s, size_t n) {
+static inline void gw_kv_u32(gw *w, const char *key, uint32_t v) { gw_add(w, key, GW_U32)->u = v; }
+static inline void gw_kv_f32(gw *w, const char *key, float v) { gw_add(w, key, GW_F32)->f = v; }
+static inline void gw_kv_str(gw *w, const char *key, const char *s) { gw_add(w, key, GW_STR)->s = s; }
+static inline void gw_kv_strs(gw *w, const char *key, const char *const *s, size_t n) {
     gw_kv *k = gw_add(w, key, GW_ARR);
     k->arr_type = GW_STR, k->arr_s = s, k->arr_n = n;
 }
-static void gw_kv_i32s(gw *w, const char *key, const int32_t *v, size_t n) {
+static inline void gw_kv_i32s(gw *w, const char *key, const int32_t *v, size_t n) {
     gw_kv *k = gw_add(w, key, GW_ARR);
     k->arr_type = GW_I32, k->arr_i = v, k->arr_n = n;
 }
 
-static gw_kv *gw_find_kv(gw *w, const char *key) {
+static inline gw_kv *gw_find_kv(gw *w, const char *key) {
     for (int i = 0; i < w->n_kv; i++)
         if (!strcmp(w->kv[i].key, key)) return &w->kv[i];
     return NULL;
 }
 
-static void gw_del_kv(gw *w, const char *key) {
+static inline void gw_del_kv(gw *w, const char *key) {
     for (int i = 0; i < w->n_kv; i++)
         if (!strcmp(w->kv[i].key, key)) {
             memmove(&w->kv[i], &w->kv[i + 1], (size_t)(w->n_kv - i - 1) * sizeof w->kv[0]);
@@ -119,7 +119,7 @@ static void gw_del_kv(gw *w, const char *key) {
 }
 
 /* A 2-D [rows, cols] (nd 2, ne = {cols, rows}) or 1-D tensor of F32/F16/BF16. */
-static gw_tensor *gw_add_tensor(gw *w, const char *name, uint32_t type, uint64_t rows, uint64_t cols,
+static inline gw_tensor *gw_add_tensor(gw *w, const char *name, uint32_t type, uint64_t rows, uint64_t cols,
                                 const void *data) {
     gw_tensor *t = &w->t[w->n_t++];
     memset(t, 0, sizeof *t);
@@ -136,13 +136,13 @@ static gw_tensor *gw_add_tensor(gw *w, const char *name, uint32_t type, uint64_t
     return t;
 }
 
-static gw_tensor *gw_find_tensor(gw *w, const char *name) {
+static inline gw_tensor *gw_find_tensor(gw *w, const char *name) {
     for (int i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name)) return &w->t[i];
     return NULL;
 }
 
-static void gw_del_tensor(gw *w, const char *name) {
+static inline void gw_del_tensor(gw *w, const char *name) {
     for (int i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name)) {
             memmove(&w->t[i], &w->t[i + 1], (size_t)(w->n_t - i - 1) * sizeof w->t[0]);
@@ -152,7 +152,7 @@ static void gw_del_tensor(gw *w, const char *name) {
 }
 
 /* Serialize into w->buf[w->n] (replacing an earlier build). */
-static void gw_build(gw *w) {
+static inline void gw_build(gw *w) {
     w->n = 0;
     gw_raw(w, "GGUF", 4);
     gw_u(w, w->version, 4);
@@ -211,18 +211,18 @@ static void gw_build(gw *w) {
 }
 
 /* Overwrite `bytes` little-endian bytes at pos. */
-static void gw_patch(gw *w, size_t pos, uint64_t v, int bytes) {
+static inline void gw_patch(gw *w, size_t pos, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; i++) w->buf[pos + (size_t)i] = (uint8_t)(v >> (8 * i));
 }
 
-static int gw_write(const gw *w, const char *path, size_t len) {
+static inline int gw_write(const gw *w, const char *path, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     size_t r = fwrite(w->buf, 1, len, f);
     return fclose(f) || r != len ? -1 : 0;
 }
 
-static void gw_free(gw *w) {
+static inline void gw_free(gw *w) {
     free(w->buf);
     w->buf = NULL;
     w->n = w->cap = 0;
