@@ -67,9 +67,9 @@ int gguf_dir_single(const char *dir, char **path, qw_err *err) {
         if (e->d_name[0] == '.' || !gguf_is_path(e->d_name)) continue;
         if (n++ == 0) snprintf(first, sizeof first, "%s", e->d_name);
         else {
+            qw_errf(err, "model: %s: several .gguf files (%s, %s, ...): name the one to load", dir, first, e->d_name);
             closedir(d);
-            return qw_errf(err, "model: %s: several .gguf files (%s, %s, ...): name the one to load", dir, first,
-                           e->d_name);
+            return -1;
         }
     }
     closedir(d);

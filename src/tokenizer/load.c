@@ -989,7 +989,7 @@ int tok_load(qw_tok **out, const char *dir, qw_err *err) {
             tok_free(t);
             return -1;
         }
-        qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
+        if (t->n_added) qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
         *out = t;
         return 0;
     }
@@ -1021,7 +1021,7 @@ int tok_load(qw_tok **out, const char *dir, qw_err *err) {
         tok_free(t);
         return -1;
     }
-    qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
+    if (t->n_added) qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
     *out = t;
     return 0;
 }

@@ -46,6 +46,7 @@ static float val(int t, uint64_t i) { return (float)((int)((t * 131 + i * 7919) 
 
 /* dtype for the matrices: 0 F32, 1 F16, 30 BF16 */
 static void make_model(gw *w, int tied, uint32_t mt) {
+    gw_free(w); /* w is zeroed or a previous model */
     gw_init(w);
     gw_kv_str(w, "general.architecture", "qwen2");
     gw_kv_str(w, "general.name", "tiny");
@@ -128,6 +129,7 @@ static int data_index(const char *name, gw *w) {
 static void set_shape(gw_tensor *t, uint64_t rows, uint64_t cols) {
     t->ne[0] = cols, t->ne[1] = rows;
     t->nbytes = rows * cols * (t->type == 0 ? 4 : 2);
+    t->data = NULL; /* zeros: the old values no longer fit */
 }
 
 /* -------------------------------------------------------------- valid */
@@ -136,7 +138,7 @@ static void check_valid(void) {
     static const uint32_t types[3] = {0, 1, 30};
     for (int k = 0; k < 3; k++)
         for (int tied = 0; tied < 2; tied++) {
-            gw w;
+            gw w = {0};
             make_model(&w, tied, types[k]);
             CHECK(gw_write(&w, g_path, w.n) == 0, "write %s", g_path);
             qw_model *m = NULL;
@@ -183,7 +185,7 @@ static void check_valid(void) {
         }
 
     /* tokenizer from the same file */
-    gw w;
+    gw w = {0};
     make_model(&w, 1, 30);
     gw_write(&w, g_path, w.n);
     gw_free(&w);
@@ -285,7 +287,7 @@ static void expect_tok_fail(gw *w, const char *what, const char *w1) {
 }
 
 static void check_malformed(void) {
-    gw w;
+    gw w = {0};
     qw_err err = {{0}};
     make_model(&w, 0, 0);
 
@@ -531,7 +533,7 @@ static void mutate(uint8_t *m, size_t n, int edits) {
 }
 
 static void check_mutations(void) {
-    gw w;
+    gw w = {0};
     make_model(&w, 0, 30);
     /* mutate mostly the header: the metadata and tensor infos */
     size_t hdr = w.pos_data;
