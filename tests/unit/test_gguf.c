@@ -23,6 +23,7 @@
 #include "format/gguf.h"
 #include "gguf_writer.h"
 #include "model/model.h"
+#include "model/model_internal.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -161,7 +162,11 @@ static void check_valid(void) {
                 CHECK(m->layers[1].w_down.rows == H && m->layers[1].w_down.cols == I, "ffn_down shape");
                 CHECK(m->layers[0].wo.rows == H && m->layers[0].wo.cols == NH * HD, "attn_output shape");
                 CHECK(tied ? m->lm_head.data == m->embed.data : m->lm_head.data != m->embed.data, "lm_head");
-                /* in place: the pointer is the file's data, not a copy */
+                /* in place: pointers into the mapping, no copy */
+                const model_priv *pv = m->priv;
+                const uint8_t *lo = pv->gg.map.data, *hi = lo + pv->gg.map.size;
+                const uint8_t *pe = m->embed.data, *pd = m->layers[1].w_down.data;
+                CHECK(pv->n_copies == 0 && pe >= lo && pe < hi && pd >= lo && pd < hi, "matrices not in the mapping");
                 int di = data_index("blk.1.ffn_down.weight", &w);
                 const void *src = types[k] ? (const void *)g_half[di] : (const void *)g_data[di];
                 CHECK(!memcmp(m->layers[1].w_down.data, src, (size_t)H * I * (types[k] ? 2 : 4)),
@@ -183,6 +188,32 @@ static void check_valid(void) {
             }
             gw_free(&w);
         }
+
+    /* general.alignment 1: F32 data at odd offsets is copied once, aligned */
+    {
+        gw w = {0};
+        make_model(&w, 0, 0);
+        w.alignment = 1;
+        gw_find_kv(&w, "general.alignment")->u = 1;
+        gw_kv_str(&w, "general.pad", "x"); /* makes the header length odd */
+        gw_build(&w);
+        gw_write(&w, g_path, w.n);
+        qw_model *m = NULL;
+        qw_err err = {{0}};
+        int rc = model_load(&m, g_path, &err);
+        CHECK(rc == 0 && m, "alignment 1: %s", err.msg);
+        if (m) {
+            const model_priv *pv = m->priv;
+            int di = data_index("blk.1.ffn_down.weight", &w);
+            CHECK(w.pos_data % 4 != 0 && pv->n_copies > 0, "alignment 1: data at %zu, %d copies", w.pos_data,
+                  pv->n_copies);
+            CHECK((uintptr_t)m->layers[1].w_down.data % 4 == 0 &&
+                      !memcmp(m->layers[1].w_down.data, g_data[di], (size_t)H * I * 4),
+                  "alignment 1: aligned copy with the file's values");
+            model_free(m);
+        }
+        gw_free(&w);
+    }
 
     /* tokenizer from the same file */
     gw w = {0};
