@@ -526,15 +526,18 @@ int gguf_tensor_check(const gguf_file *f, const gguf_tensor *t, qw_err *err) {
 
 /* ------------------------------------------------------------ open */
 
-int gguf_open(gguf_map *g, const char *path, qw_err *err) {
+static int open_map(gguf_map *g, const char *path, int willneed, qw_err *err) {
     memset(g, 0, sizeof *g);
-    if (mapfile_open(&g->map, path, err)) return -1;
+    if (mapfile_open_ex(&g->map, path, willneed, err)) return -1;
     if (gguf_parse(&g->f, g->map.data, g->map.size, path, err)) {
         mapfile_close(&g->map);
         return -1;
     }
     return 0;
 }
+
+int gguf_open(gguf_map *g, const char *path, qw_err *err) { return open_map(g, path, 1, err); }
+int gguf_open_meta(gguf_map *g, const char *path, qw_err *err) { return open_map(g, path, 0, err); }
 
 void gguf_close(gguf_map *g) {
     if (!g) return;

@@ -127,7 +127,10 @@ typedef struct gguf_map {
     gguf_file f;
 } gguf_map;
 
+/* Map and parse path. gguf_open_meta() is for callers that read only the
+ * metadata (the tokenizer): no read-ahead of the tensor data. */
 int gguf_open(gguf_map *g, const char *path, qw_err *err);
+int gguf_open_meta(gguf_map *g, const char *path, qw_err *err);
 void gguf_close(gguf_map *g);
 
 /* 1 if path ends in ".gguf" (any case). */

@@ -884,7 +884,7 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UN
  * tokens literally, i.e. all false, which is what Qwen's files have. */
 static int load_gguf(qw_tok *t, const char *path, qw_err *err) {
     gguf_map g;
-    if (gguf_open(&g, path, err)) return qw_err_prefix(err, "tok_load");
+    if (gguf_open_meta(&g, path, err)) return qw_err_prefix(err, "tok_load");
     const gguf_file *f = &g.f;
     builder b = {.t = t, .file = path};
     tok_strmap tmp = {0};
