@@ -77,7 +77,7 @@ tests: $(TEST_BIN)
 # The README's test command. Runs every C test program, then the end-to-end
 # suite, and ends with one line "N passed, N failed".
 test: qwenc $(TEST_BIN)
-	@[ -x .venv/bin/python ] || tools/venv.sh
+	@.venv/bin/python -c 'import pytest, gguf' 2>/dev/null || tools/venv.sh
 	@BUILD=$(BUILD) tests/run.sh
 
 # The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.

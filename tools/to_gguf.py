@@ -3,7 +3,8 @@
 
   python tools/to_gguf.py MODEL_DIR OUT.gguf [--type bf16|f16|f32]
 
-For the benchmark only: it lets llama.cpp run exactly the weights qwenc runs.
+For the benchmark (it lets llama.cpp run exactly the weights qwenc runs) and
+the GGUF tests (tests/e2e/test_gguf.py: qwenc loads these files directly).
 Uses the `gguf` package (the one llama.cpp's own converter uses) and numpy; reads
 model.safetensors (or the shards listed in model.safetensors.index.json) through
 np.memmap, so nothing is loaded into memory whole, and writes tensors one by one.
@@ -13,6 +14,7 @@ np.memmap, so nothing is loaded into memory whole, and writes tensors one by one
   - 2-D weights in the chosen type (BF16 copied bit for bit when the source is
     BF16; F16 by float32 conversion), 1-D norms and biases in F32, as llama.cpp's
     convert_hf_to_gguf.py does; no output.weight when embeddings are tied;
+  - qwenc.random_weights = true when config.json has qwenc_random_weights (synth);
   - tokenizer: "gpt2" model with "qwen2" pre-tokenizer from MODEL_DIR/tokenizer.json
     (token list padded to vocab_size with [PADn], token types, merges, bos/eos/pad
     ids). Without a tokenizer.json, a placeholder byte-level vocabulary is written
@@ -173,6 +175,9 @@ def main():
     w.add_rope_freq_base(float(rope))
     w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
     w.add_file_type(ftype)
+    if cfg.get("qwenc_random_weights"):
+        # qwenc synth models: keep the "RANDOM WEIGHTS" warning (qwenc reads this key)
+        w.add_bool("qwenc.random_weights", True)
 
     tokens, types, merges, bos, eos, pad = tokenizer_meta(args.model_dir, cfg)
     w.add_tokenizer_model("gpt2")

@@ -14,7 +14,7 @@
 #include "sample/sampler.h"
 
 typedef struct qw_opts {
-    const char *model;        /* folder, or a Hugging Face repo id found in the cache */
+    const char *model;        /* folder, .gguf file, or a Hugging Face repo id found in the cache */
     /* single-shot */
     const char *tokens;       /* "151644 8948 ..." (positional or --tokens) */
     int n_predict;            /* -n / positional N; -1 = default */
@@ -46,7 +46,7 @@ typedef struct qw_opts {
 
 void opts_defaults(qw_opts *o);
 
-/* Resolve MODEL: a folder path as is, else a repo id ("Qwen/Qwen2.5-0.5B-Instruct")
+/* Resolve MODEL: a folder or file (GGUF) path as is, else a repo id ("Qwen/Qwen2.5-0.5B-Instruct")
  * looked up in the Hugging Face cache ($HF_HOME/hub). Returns a malloc'd path
  * or NULL with a message. (src/cli/mode_pull.c) */
 char *cli_resolve_model(const char *arg, char *errbuf, int errlen);

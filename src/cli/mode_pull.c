@@ -1,8 +1,8 @@
 /* mode_pull.c - `qwenc pull REPO [--revision REV]`, and MODEL resolution.
  *
  * The download itself is src/hub/download.c; this file parses the command
- * line and implements cli_resolve_model() (cli.h): a folder as is, else a
- * repo id looked up in the Hugging Face cache.
+ * line and implements cli_resolve_model() (cli.h): a folder or a GGUF file as
+ * is, else a repo id looked up in the Hugging Face cache.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,14 +82,16 @@ char *cli_resolve_model(const char *arg, char *errbuf, int errlen) {
             if (!p) snprintf(errbuf, (size_t)errlen, "out of memory");
             return p;
         }
-        snprintf(errbuf, (size_t)errlen, "%s is a file, not a model folder (config.json + *.safetensors)", arg);
-        return NULL;
+        /* A file: a GGUF model (model_load and tok_load check the magic). */
+        char *p = strdup(arg);
+        if (!p) snprintf(errbuf, (size_t)errlen, "out of memory");
+        return p;
     }
     /* Not an existing path: a repo id ORG/NAME in the Hugging Face cache. */
     qw_err err = {{0}};
     if (arg[0] == '.' || arg[0] == '/' || !strchr(arg, '/') || hub_repo_valid(arg, NULL) != 0) {
         snprintf(errbuf, (size_t)errlen,
-                 "%s: no such model folder (MODEL is a folder, or a Hugging Face repo id like "
+                 "%s: no such model folder or file (MODEL is a folder, a .gguf file, or a Hugging Face repo id like "
                  "Qwen/Qwen2.5-0.5B-Instruct downloaded with qwenc pull)", arg);
         return NULL;
     }

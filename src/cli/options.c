@@ -21,7 +21,7 @@ void opts_defaults(qw_opts *o) {
 
 void usage(FILE *f) {
     fputs(
-        "qwenc - Qwen2-family LLM inference on the CPU, from a Hugging Face model folder\n"
+        "qwenc - Qwen2-family LLM inference on the CPU, from a Hugging Face model folder or GGUF file\n"
         "\n"
         "Usage:\n"
         "  qwenc MODEL \"IDS\" N                 generate N tokens after the token ids IDS;\n"
@@ -46,8 +46,9 @@ void usage(FILE *f) {
         "              [--dtype bf16|f16|f32] [--seed S] [--scale X]\n"
         "                                      write a random-weight model (offline testing)\n"
         "\n"
-        "MODEL is a folder (config.json, *.safetensors, tokenizer.json) or a repo id\n"
-        "such as Qwen/Qwen2.5-0.5B-Instruct found in the Hugging Face cache.\n"
+        "MODEL is a folder (config.json, *.safetensors, tokenizer.json), a GGUF file\n"
+        "(F32/F16/BF16 tensors; weights, config and tokenizer from the one file), or a\n"
+        "repo id such as Qwen/Qwen2.5-0.5B-Instruct found in the Hugging Face cache.\n"
         "\n"
         "Sampling (single-shot ids: greedy unless a flag is given; text modes and servers:\n"
         "the model's generation_config.json, else greedy):\n"

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int mapfile_open(qw_mapfile *m, const char *path, qw_err *err) {
+int mapfile_open(qw_mapfile *m, const char *path, qw_err *err) { return mapfile_open_ex(m, path, 1, err); }
+
+int mapfile_open_ex(qw_mapfile *m, const char *path, int willneed, qw_err *err) {
     memset(m, 0, sizeof *m);
     int fd = open(path, O_RDONLY);
     if (fd < 0) return qw_errf(err, "mapfile: %s: cannot open: %s", path, strerror(errno));
@@ -43,7 +45,7 @@ int mapfile_open(qw_mapfile *m, const char *path, qw_err *err) {
             return qw_errf(err, "mapfile: %s: mmap failed: %s", path, strerror(e));
         }
 #if defined(MADV_WILLNEED)
-        madvise(p, (size_t)m->size, MADV_WILLNEED);
+        if (willneed) madvise(p, (size_t)m->size, MADV_WILLNEED);
 #endif
         m->data = p;
     }

@@ -21,6 +21,9 @@ typedef struct qw_mapfile {
 
 /* Map `path`. Returns 0, or -1 with a message naming the file. */
 int mapfile_open(qw_mapfile *m, const char *path, qw_err *err);
+/* The same; willneed 0 skips the read-ahead hint (for reading only a file's
+ * header, e.g. a GGUF file's tokenizer metadata). */
+int mapfile_open_ex(qw_mapfile *m, const char *path, int willneed, qw_err *err);
 /* Unmap; safe on a zeroed or already-closed qw_mapfile. */
 void mapfile_close(qw_mapfile *m);
 

@@ -1,4 +1,5 @@
-/* model.c - a Hugging Face Qwen2 folder -> qw_model (see model.h).
+/* model.c - MODEL (a Hugging Face folder or a GGUF file) -> qw_model (see
+ * model.h).
  *
  * Tensor names are transformers' Qwen2ForCausalLM state dict:
  *   model.embed_tokens.weight                         [vocab, hidden]
@@ -10,31 +11,27 @@
  *   model.layers.N.mlp.down_proj.weight               [hidden, inter]
  *   model.norm.weight                                 [hidden]
  *   lm_head.weight                                    [vocab, hidden] (absent when tied)
- * Matrices point into the mapping in their stored dtype; the norm weights
- * and biases (a few KB per layer) are converted to float32 copies.
+ * (GGUF names: model_gguf.c.) model_build() is shared by both formats: it
+ * looks each tensor up through a format's find function and checks dtype
+ * and shape in one place. Matrices point into the mapping in their stored
+ * dtype; the norm weights and biases (a few KB per layer) are converted to
+ * float32 copies.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-#include "format/safetensors.h"
 #include "base/log.h"
-#include "model/model.h"
-
-typedef struct model_priv {
-    st_set st;
-    float *vecs;   /* one block holding every converted vector */
-    void **copies; /* aligned copies of misaligned tensors (rare) */
-    int n_copies;
-} model_priv;
+#include "model/model_internal.h"
 
 /* Kernels read weights as arrays of their element type, so the data must
  * be aligned to the element size. Files written by transformers are (the
- * header is padded to 8 bytes); for a file that is not, the tensor is copied
- * once into an aligned buffer. Returns the pointer to use, NULL if out of
- * memory. */
-static const void *aligned(model_priv *p, const st_tensor *t) {
-    if (((uintptr_t)t->data % (uintptr_t)t->elem_size) == 0) return t->data;
+ * header is padded to 8 bytes), GGUF data is aligned to general.alignment;
+ * for a file that is not, the tensor is copied once into an aligned buffer.
+ * Returns the pointer to use, NULL if out of memory. */
+static const void *aligned(model_priv *p, const model_tensor *t) {
+    if (((uintptr_t)t->data % (uintptr_t)qw_dtype_size(t->dtype)) == 0) return t->data;
     void **c = realloc(p->copies, (size_t)(p->n_copies + 1) * sizeof *c);
     if (!c) return NULL;
     p->copies = c;
@@ -46,92 +43,81 @@ static const void *aligned(model_priv *p, const st_tensor *t) {
     return d;
 }
 
-static int find(const st_set *st, const char *dir, const char *name, const st_tensor **out, const char **file,
-                qw_err *err) {
-    *out = st_set_find(st, name, file);
-    if (!*out) return qw_errf(err, "model: %s: tensor '%s' is missing", dir, name);
-    if ((*out)->qdtype < 0)
-        return qw_errf(err, "model: %s: tensor '%s' has unsupported dtype %s (BF16, F16 or F32 expected)", *file,
-                       name, (*out)->dtype);
+typedef struct build {
+    qw_model *m;
+    model_priv *p;
+    model_find_fn find;
+    const void *src;
+    const char *label;
+    qw_err *err;
+} build;
+
+static int find(build *b, const char *name, model_tensor *t) {
+    int rc = b->find(b->src, name, t, b->err);
+    if (rc < 0) return -1;
+    if (rc == 0) return qw_errf(b->err, "model: %s: tensor '%s' is missing", b->label, name);
     return 0;
 }
 
-static int get_mat(qw_mat *m, model_priv *pv, const st_set *st, const char *dir, const char *name, int64_t rows, int64_t cols,
-                   qw_err *err) {
-    const st_tensor *t;
-    const char *file = dir;
-    if (find(st, dir, name, &t, &file, err)) return -1;
-    if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols)
-        return qw_errf(err, "model: %s: tensor '%s' has shape [%lld%s%lld], expected [%lld, %lld]", file, name,
-                       (long long)(t->n_dims > 0 ? t->shape[0] : 0), t->n_dims == 2 ? ", " : "?, ",
-                       (long long)(t->n_dims > 1 ? t->shape[1] : 0), (long long)rows, (long long)cols);
-    m->data = aligned(pv, t);
-    if (!m->data) return qw_errf(err, "model: %s: out of memory", file);
-    m->dtype = (qw_dtype)t->qdtype;
+static int get_mat(build *b, qw_mat *m, const char *name, int64_t rows, int64_t cols) {
+    model_tensor t;
+    if (find(b, name, &t)) return -1;
+    if (t.n_dims != 2 || t.shape[0] != rows || t.shape[1] != cols)
+        return qw_errf(b->err, "model: %s: tensor '%s' has shape [%lld%s%lld], expected [%lld, %lld]", t.file, name,
+                       (long long)(t.n_dims > 0 ? t.shape[0] : 0), t.n_dims == 2 ? ", " : "?, ",
+                       (long long)(t.n_dims > 1 ? t.shape[1] : 0), (long long)rows, (long long)cols);
+    m->data = aligned(b->p, &t);
+    if (!m->data) return qw_errf(b->err, "model: %s: out of memory", t.file);
+    m->dtype = t.dtype;
     m->rows = rows;
     m->cols = cols;
     return 0;
 }
 
-static int get_vec(float *dst, model_priv *pv, const st_set *st, const char *dir, const char *name, int64_t n, qw_err *err) {
-    const st_tensor *t;
-    const char *file = dir;
-    if (find(st, dir, name, &t, &file, err)) return -1;
-    if (t->n_dims != 1 || t->shape[0] != n)
-        return qw_errf(err, "model: %s: tensor '%s' has %d dims / %lld elements, expected [%lld]", file, name,
-                       t->n_dims, (long long)t->numel, (long long)n);
-    const void *src = aligned(pv, t);
-    if (!src) return qw_errf(err, "model: %s: out of memory", file);
-    kernels()->to_f32[t->qdtype](dst, src, n);
+static int get_vec(build *b, float *dst, const char *name, int64_t n) {
+    model_tensor t;
+    if (find(b, name, &t)) return -1;
+    if (t.n_dims != 1 || t.shape[0] != n)
+        return qw_errf(b->err, "model: %s: tensor '%s' has %d dims / %lld elements, expected [%lld]", t.file, name,
+                       t.n_dims, (long long)t.numel, (long long)n);
+    const void *src = aligned(b->p, &t);
+    if (!src) return qw_errf(b->err, "model: %s: out of memory", t.file);
+    kernels()->to_f32[t.dtype](dst, src, n);
     return 0;
 }
 
 static uint64_t mat_bytes(const qw_mat *m) { return (uint64_t)m->rows * (uint64_t)m->cols * (uint64_t)qw_dtype_size(m->dtype); }
 
-int model_load(qw_model **out, const char *dir, qw_err *err) {
-    *out = NULL;
-    qw_model *m = calloc(1, sizeof *m);
-    model_priv *p = calloc(1, sizeof *p);
-    if (!m || !p) {
-        free(m);
-        free(p);
-        return qw_errf(err, "model: %s: out of memory", dir);
-    }
-    m->priv = p;
-    if (config_load(&m->cfg, dir, err)) goto fail;
+int model_build(qw_model *m, const model_names *nm, model_find_fn findfn, const void *src, const char *label,
+                uint64_t file_bytes, qw_err *err) {
+    model_priv *p = m->priv;
     const qw_config *c = &m->cfg;
-    m->dir = strdup(dir);
-    size_t dl = strlen(dir);
-    while (dl > 1 && dir[dl - 1] == '/') dl--;
-    size_t b = dl;
-    while (b > 0 && dir[b - 1] != '/') b--;
-    m->name = malloc(dl - b + 1);
-    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    build b = {m, p, findfn, src, label, err};
     int64_t H = c->hidden, I = c->inter, Q = (int64_t)c->n_heads * c->head_dim,
             KV = (int64_t)c->n_kv_heads * c->head_dim;
     int64_t per_layer = 2 * H + Q + 2 * KV;
+    /* Every vector element comes from at least 2 bytes of the files: a
+     * config asking for more cannot match them (and must not make us
+     * allocate gigabytes before the tensors are looked at). */
+    if ((uint64_t)(per_layer * c->n_layers + H) * 2 > file_bytes)
+        return qw_errf(err, "model: %s: the config asks for more weights than the files hold (%llu bytes)", label,
+                       (unsigned long long)file_bytes);
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     p->vecs = malloc((size_t)(per_layer * c->n_layers + H) * sizeof(float));
-    if (!m->dir || !m->name || !m->layers || !p->vecs) {
-        qw_errf(err, "model: %s: out of memory", dir);
-        goto fail;
-    }
-    memcpy(m->name, dir + b, dl - b);
-    m->name[dl - b] = 0;
+    if (!m->layers || !p->vecs) return qw_errf(err, "model: %s: out of memory", label);
 
-    if (st_open_dir(&p->st, dir, err)) goto fail;
-    const st_set *st = &p->st;
-    if (get_mat(&m->embed, p, st, dir, "model.embed_tokens.weight", c->vocab, H, err)) goto fail;
+    if (get_mat(&b, &m->embed, nm->embed, c->vocab, H)) return -1;
     m->weight_bytes = mat_bytes(&m->embed);
     if (c->tie_embeddings) {
         m->lm_head = m->embed;
     } else {
-        if (get_mat(&m->lm_head, p, st, dir, "lm_head.weight", c->vocab, H, err)) goto fail;
+        if (get_mat(&b, &m->lm_head, nm->lm_head, c->vocab, H)) return -1;
         m->weight_bytes += mat_bytes(&m->lm_head);
     }
     float *v = p->vecs;
     m->final_norm = v;
     v += H;
-    if (get_vec(m->final_norm, p, st, dir, "model.norm.weight", H, err)) goto fail;
+    if (get_vec(&b, m->final_norm, nm->final_norm, H)) return -1;
     char name[256];
     for (int l = 0; l < c->n_layers; l++) {
         qw_layer *L = &m->layers[l];
@@ -140,24 +126,117 @@ int model_load(qw_model **out, const char *dir, qw_err *err) {
         L->bq = v, v += Q;
         L->bk = v, v += KV;
         L->bv = v, v += KV;
-#define NAME(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), name)
-        if (get_vec(L->attn_norm, p, st, dir, NAME("input_layernorm.weight"), H, err) ||
-            get_vec(L->mlp_norm, p, st, dir, NAME("post_attention_layernorm.weight"), H, err) ||
-            get_mat(&L->wq, p, st, dir, NAME("self_attn.q_proj.weight"), Q, H, err) ||
-            get_vec(L->bq, p, st, dir, NAME("self_attn.q_proj.bias"), Q, err) ||
-            get_mat(&L->wk, p, st, dir, NAME("self_attn.k_proj.weight"), KV, H, err) ||
-            get_vec(L->bk, p, st, dir, NAME("self_attn.k_proj.bias"), KV, err) ||
-            get_mat(&L->wv, p, st, dir, NAME("self_attn.v_proj.weight"), KV, H, err) ||
-            get_vec(L->bv, p, st, dir, NAME("self_attn.v_proj.bias"), KV, err) ||
-            get_mat(&L->wo, p, st, dir, NAME("self_attn.o_proj.weight"), H, Q, err) ||
-            get_mat(&L->w_gate, p, st, dir, NAME("mlp.gate_proj.weight"), I, H, err) ||
-            get_mat(&L->w_up, p, st, dir, NAME("mlp.up_proj.weight"), I, H, err) ||
-            get_mat(&L->w_down, p, st, dir, NAME("mlp.down_proj.weight"), H, I, err))
-            goto fail;
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+#endif
+#define NAME(fmt) (snprintf(name, sizeof name, fmt, l), name)
+        if (get_vec(&b, L->attn_norm, NAME(nm->attn_norm), H) || get_vec(&b, L->mlp_norm, NAME(nm->mlp_norm), H) ||
+            get_mat(&b, &L->wq, NAME(nm->wq), Q, H) || get_vec(&b, L->bq, NAME(nm->bq), Q) ||
+            get_mat(&b, &L->wk, NAME(nm->wk), KV, H) || get_vec(&b, L->bk, NAME(nm->bk), KV) ||
+            get_mat(&b, &L->wv, NAME(nm->wv), KV, H) || get_vec(&b, L->bv, NAME(nm->bv), KV) ||
+            get_mat(&b, &L->wo, NAME(nm->wo), H, Q) || get_mat(&b, &L->w_gate, NAME(nm->gate), I, H) ||
+            get_mat(&b, &L->w_up, NAME(nm->up), I, H) || get_mat(&b, &L->w_down, NAME(nm->down), H, I))
+            return -1;
 #undef NAME
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
         m->weight_bytes += mat_bytes(&L->wq) + mat_bytes(&L->wk) + mat_bytes(&L->wv) + mat_bytes(&L->wo) +
                            mat_bytes(&L->w_gate) + mat_bytes(&L->w_up) + mat_bytes(&L->w_down);
     }
+    return 0;
+}
+
+/* ------------------------------------------------- Hugging Face folders */
+
+static const model_names hf_names = {
+    "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
+    "model.layers.%d.input_layernorm.weight", "model.layers.%d.post_attention_layernorm.weight",
+    "model.layers.%d.self_attn.q_proj.weight", "model.layers.%d.self_attn.q_proj.bias",
+    "model.layers.%d.self_attn.k_proj.weight", "model.layers.%d.self_attn.k_proj.bias",
+    "model.layers.%d.self_attn.v_proj.weight", "model.layers.%d.self_attn.v_proj.bias",
+    "model.layers.%d.self_attn.o_proj.weight", "model.layers.%d.mlp.gate_proj.weight",
+    "model.layers.%d.mlp.up_proj.weight", "model.layers.%d.mlp.down_proj.weight",
+};
+
+static int st_find_fn(const void *src, const char *name, model_tensor *out, qw_err *err) {
+    const char *file = NULL;
+    const st_tensor *t = st_set_find(src, name, &file);
+    if (!t) return 0;
+    if (t->qdtype < 0)
+        return qw_errf(err, "model: %s: tensor '%s' has unsupported dtype %s (BF16, F16 or F32 expected)", file, name,
+                       t->dtype);
+    memset(out, 0, sizeof *out);
+    out->name = t->name;
+    out->file = file;
+    out->dtype = (qw_dtype)t->qdtype;
+    out->n_dims = t->n_dims;
+    for (int d = 0; d < t->n_dims && d < MODEL_MAX_DIMS; d++) out->shape[d] = t->shape[d];
+    out->numel = t->numel;
+    out->data = t->data;
+    out->nbytes = t->nbytes;
+    return 1;
+}
+
+int model_set_name(qw_model *m, const char *path, const char *strip_ext, qw_err *err) {
+    m->dir = strdup(path);
+    size_t dl = strlen(path);
+    while (dl > 1 && path[dl - 1] == '/') dl--;
+    size_t b = dl;
+    while (b > 0 && path[b - 1] != '/') b--;
+    size_t el = strip_ext ? strlen(strip_ext) : 0;
+    if (el && dl - b > el && !strcmp(path + dl - el, strip_ext)) dl -= el;
+    m->name = malloc(dl - b + 1);
+    if (!m->dir || !m->name) return qw_errf(err, "model: %s: out of memory", path);
+    memcpy(m->name, path + b, dl - b);
+    m->name[dl - b] = 0;
+    return 0;
+}
+
+static int file_exists(const char *dir, const char *name) {
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0;
+}
+
+int model_load(qw_model **out, const char *path, qw_err *err) {
+    *out = NULL;
+    qw_model *m = calloc(1, sizeof *m);
+    model_priv *p = calloc(1, sizeof *p);
+    if (!m || !p) {
+        free(m);
+        free(p);
+        return qw_errf(err, "model: %s: out of memory", path);
+    }
+    m->priv = p;
+    /* A file is a GGUF file; a folder with safetensors is a Hugging Face
+     * model; a folder without them but with exactly one .gguf is that. */
+    struct stat st;
+    char *gpath = NULL;
+    if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        if (model_load_gguf(m, p, path, err)) goto fail;
+        *out = m;
+        return 0;
+    }
+    if (!file_exists(path, "model.safetensors") && !file_exists(path, "model.safetensors.index.json")) {
+        int rc = gguf_dir_single(path, &gpath, err);
+        if (rc < 0) goto fail;
+        if (rc > 0) {
+            rc = model_load_gguf(m, p, gpath, err);
+            free(gpath);
+            if (rc) goto fail;
+            *out = m;
+            return 0;
+        }
+    }
+    if (config_load(&m->cfg, path, err)) goto fail;
+    if (model_set_name(m, path, NULL, err)) goto fail;
+    if (st_open_dir(&p->st, path, err)) goto fail;
+    uint64_t bytes = 0;
+    for (int i = 0; i < p->st.n_files; i++) bytes += p->st.maps[i].size;
+    if (model_build(m, &hf_names, st_find_fn, &p->st, path, bytes, err)) goto fail;
     *out = m;
     return 0;
 fail:
@@ -170,6 +249,7 @@ void model_free(qw_model *m) {
     model_priv *p = m->priv;
     if (p) {
         st_close(&p->st);
+        gguf_close(&p->gg);
         free(p->vecs);
         for (int i = 0; i < p->n_copies; i++) free(p->copies[i]);
         free(p->copies);

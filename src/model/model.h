@@ -1,16 +1,25 @@
-/* model.h - a Qwen2-family model loaded from a Hugging Face folder.
+/* model.h - a Qwen2-family model loaded from a Hugging Face folder or a
+ * GGUF file.
  *
- * MODEL is a folder with config.json and model.safetensors, or sharded
- * model-0000N-of-0000M.safetensors with model.safetensors.index.json
- * (GGUF later). The files are mmapped; matrices are used in place in their
- * stored dtype (BF16, F16 or F32): the model owns the mappings and every
+ * MODEL is one of:
+ *   - a folder with config.json and model.safetensors, or sharded
+ *     model-0000N-of-0000M.safetensors with model.safetensors.index.json;
+ *     every number comes from config.json (transformers 4.x top-level
+ *     rope_theta and 5.x rope_parameters both read); generation_config.json,
+ *     if present, supplies EOS ids and default sampling values;
+ *   - a GGUF file (v2/v3, general.architecture "qwen2", as llama.cpp's
+ *     convert_hf_to_gguf.py or tools/to_gguf.py write it) with F32, F16 or
+ *     BF16 tensors; the numbers come from the qwen2.* metadata, EOS from
+ *     tokenizer.ggml.eos_token_id (+ eot / eom ids when present), sampling
+ *     defaults are greedy (GGUF carries none). Quantized tensors (Q4_K, Q8_0,
+ *     ...) are refused with a message naming the tensor and type
+ *     (src/model/model_gguf.c);
+ *   - a folder with no safetensors but exactly one *.gguf: that file.
+ * The files are mmapped; matrices are used in place in their stored dtype
+ * (no conversion step, no f32 copy): the model owns the mappings and every
  * qw_mat borrows from them. Only small vectors (norm weights, biases) are
- * converted to float32 copies at load.
- *
- * Every number comes from config.json (transformers 4.x top-level rope_theta
- * and 5.x rope_parameters both read); generation_config.json, if present,
- * supplies EOS ids and default sampling values. All file contents are
- * untrusted: offsets and sizes are checked against the real file sizes.
+ * converted to float32 copies at load. All file contents are untrusted:
+ * offsets and sizes are checked against the real file sizes.
  */
 #ifndef QW_MODEL_H
 #define QW_MODEL_H
@@ -61,8 +70,8 @@ typedef struct qw_layer {
 
 typedef struct qw_model {
     qw_config cfg;
-    char *dir;          /* the folder it was loaded from */
-    char *name;         /* folder base name, for /v1/models */
+    char *dir;          /* the folder or GGUF file it was loaded from */
+    char *name;         /* folder base name / file name without .gguf, for /v1/models */
     qw_mat embed;       /* [vocab, hidden] model.embed_tokens.weight */
     qw_mat lm_head;     /* [vocab, hidden]; == embed when tied */
     float *final_norm;  /* [hidden] model.norm.weight */
@@ -75,9 +84,9 @@ typedef struct qw_model {
 /* Load config.json (+ generation_config.json) only. */
 int config_load(qw_config *cfg, const char *dir, qw_err *err);
 
-/* Load a model folder. Returns 0 and *out, or -1 with a message naming the
- * file and the tensor or field at fault. */
-int model_load(qw_model **out, const char *dir, qw_err *err);
+/* Load MODEL (a folder or a .gguf file, see above). Returns 0 and *out, or
+ * -1 with a message naming the file and the tensor or field at fault. */
+int model_load(qw_model **out, const char *path, qw_err *err);
 void model_free(qw_model *m);
 
 /* Quantize every matrix (the embedding and lm_head too) to `to` (only

@@ -8,6 +8,11 @@
  * anything we do not implement exactly (dropout, subword prefixes, other
  * normalizers or pre-tokenizers) is refused with a message naming the file
  * and field rather than tokenized differently from Hugging Face.
+ *
+ * A GGUF file's tokenizer metadata builds the same qw_tok (load_gguf):
+ * tokenizer.ggml.model "gpt2" with tokenizer.ggml.pre "qwen2" is exactly
+ * the tokenizer.json of Qwen2 (NFC, the Qwen2 Split regex, ByteLevel), so
+ * the JSON path's builder is fed the token list and merges.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -15,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "format/gguf.h"
 #include "tokenizer/tok_internal.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
@@ -862,6 +869,108 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------- GGUF */
+
+/* llama.cpp's token types (llama_token_type / gguf.TokenType). */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+/* tokenizer.ggml.* of a GGUF file, as llama.cpp's convert_hf_to_gguf.py
+ * writes them from a Hugging Face tokenizer: tokens[i] is id i's spelling
+ * (byte-level alphabet, like tokenizer.json's vocab) for NORMAL tokens and
+ * the added token's content for CONTROL (special) and USER_DEFINED (not
+ * special) ones; UNUSED entries ("[PADn]" filling the embedding's rows) are
+ * no tokens. merges are "left right" in rank order. GGUF keeps no
+ * lstrip / rstrip / single_word / normalized flags: llama.cpp matches added
+ * tokens literally, i.e. all false, which is what Qwen's files have. */
+static int load_gguf(qw_tok *t, const char *path, qw_err *err) {
+    gguf_map g;
+    if (gguf_open_meta(&g, path, err)) return qw_err_prefix(err, "tok_load");
+    const gguf_file *f = &g.f;
+    builder b = {.t = t, .file = path};
+    tok_strmap tmp = {0};
+    int rc = -1;
+    const char *s;
+    uint64_t sl;
+    const gguf_kv *toks, *types = NULL, *merges;
+    if (gguf_get_str(f, "tokenizer.ggml.model", 1, &s, &sl, err) < 0) goto out;
+    if (sl != 4 || memcmp(s, "gpt2", 4)) {
+        qw_errf(err, "tok_load: %s: tokenizer.ggml.model '%.*s' is not supported (only 'gpt2', byte-level BPE)", path,
+                (int)(sl > 40 ? 40 : sl), s);
+        goto out;
+    }
+    if (gguf_get_str(f, "tokenizer.ggml.pre", 1, &s, &sl, err) < 0) goto out;
+    if (sl != 5 || memcmp(s, "qwen2", 5)) {
+        qw_errf(err, "tok_load: %s: tokenizer.ggml.pre '%.*s' is not supported (only 'qwen2')", path,
+                (int)(sl > 40 ? 40 : sl), s);
+        goto out;
+    }
+    if (gguf_get_arr(f, "tokenizer.ggml.tokens", 1, GGUF_T_STRING, &toks, err) < 0 ||
+        gguf_get_arr(f, "tokenizer.ggml.token_type", 0, GGUF_T_I32, &types, err) < 0 ||
+        gguf_get_arr(f, "tokenizer.ggml.merges", 1, GGUF_T_STRING, &merges, err) < 0)
+        goto out;
+    if (toks->arr_n > MAX_IDS) {
+        qw_errf(err, "tok_load: %s: tokenizer.ggml.tokens: %llu tokens (at most %d)", path,
+                (unsigned long long)toks->arr_n, MAX_IDS);
+        goto out;
+    }
+    if (types && types->arr_n != toks->arr_n) {
+        qw_errf(err, "tok_load: %s: tokenizer.ggml.token_type has %llu entries for %llu tokens", path,
+                (unsigned long long)types->arr_n, (unsigned long long)toks->arr_n);
+        goto out;
+    }
+    const uint8_t *it = toks->arr;
+    for (uint64_t i = 0; i < toks->arr_n; i++) {
+        uint64_t len;
+        const char *tok = gguf_arr_next_str(&it, &len);
+        int64_t ty = types ? gguf_arr_int(types, i) : TT_NORMAL;
+        if (ty == TT_UNUSED) continue;
+        if (len == 0 || len > 65536 || memchr(tok, 0, (size_t)len)) {
+            qw_errf(err, "tok_load: %s: tokenizer.ggml.tokens[%llu]: empty, longer than 64 KiB or containing NUL", path,
+                    (unsigned long long)i);
+            goto out;
+        }
+        if (ty == TT_NORMAL) {
+            if (b_add_name(&b, tok, (size_t)len, (int32_t)i, err)) goto out;
+        } else if (ty == TT_CONTROL || ty == TT_USER_DEFINED) {
+            char *c = malloc((size_t)len + 1);
+            if (!c) {
+                qw_errf(err, "tok_load: %s: out of memory", path);
+                goto out;
+            }
+            memcpy(c, tok, (size_t)len);
+            c[len] = 0;
+            int r = b_add_added(&b, c, (int32_t)i, ty == TT_CONTROL, 0, 0, 0, 0, err);
+            free(c);
+            if (r) goto out;
+        } else {
+            qw_errf(err, "tok_load: %s: tokenizer.ggml.token_type[%llu] = %lld is not supported (normal, control, "
+                    "user-defined or unused)", path, (unsigned long long)i, (long long)ty);
+            goto out;
+        }
+    }
+    if (b_index(&b, &tmp, err)) goto out;
+    it = merges->arr;
+    for (uint64_t r = 0; r < merges->arr_n; r++) {
+        uint64_t len;
+        const char *m = gguf_arr_next_str(&it, &len);
+        const char *sp = memchr(m, ' ', (size_t)len);
+        if (!sp || memchr(sp + 1, ' ', (size_t)(m + len - sp - 1))) {
+            qw_errf(err, "tok_load: %s: tokenizer.ggml.merges[%llu]: expected \"left right\"", path,
+                    (unsigned long long)r);
+            goto out;
+        }
+        if (b_add_merge(&b, &tmp, m, (size_t)(sp - m), sp + 1, (size_t)(m + len - sp - 1), (size_t)r, err)) goto out;
+    }
+    t->nfc = 1;
+    if (compile_regex(t, QWEN2_REGEX, strlen(QWEN2_REGEX), 0, path, err)) goto out;
+    rc = tok_build(t, &b, err);
+out:
+    strmap_free(&tmp);
+    builder_free(&b);
+    gguf_close(&g);
+    return rc;
+}
+
 /* ------------------------------------------------------------ public */
 
 static int cmp_added(const void *a, const void *b) {
@@ -874,6 +983,16 @@ int tok_load(qw_tok **out, const char *dir, qw_err *err) {
     if (!dir) return qw_errf(err, "tok_load: no folder given");
     qw_tok *t = calloc(1, sizeof *t);
     if (!t) return qw_errf(err, "tok_load: out of memory");
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        if (load_gguf(t, dir, err)) {
+            tok_free(t);
+            return -1;
+        }
+        if (t->n_added) qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
+        *out = t;
+        return 0;
+    }
     char path[4096];
     int n = snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     if (n < 0 || (size_t)n >= sizeof path - 32) {
@@ -886,17 +1005,23 @@ int tok_load(qw_tok **out, const char *dir, qw_err *err) {
     } else {
         char vpath[4096];
         snprintf(vpath, sizeof vpath, "%s/vocab.json", dir);
-        if (!file_exists(vpath)) {
+        char *gpath = NULL;
+        if (file_exists(vpath)) {
+            rc = load_slow(t, dir, err);
+        } else if ((rc = gguf_dir_single(dir, &gpath, err)) > 0) {
+            rc = load_gguf(t, gpath, err);
+            free(gpath);
+        } else {
             free(t);
-            return qw_errf(err, "tok_load: %s: no tokenizer.json nor vocab.json + merges.txt", dir);
+            if (rc < 0) return qw_err_prefix(err, "tok_load");
+            return qw_errf(err, "tok_load: %s: no tokenizer.json, vocab.json + merges.txt, nor .gguf file", dir);
         }
-        rc = load_slow(t, dir, err);
     }
     if (rc) {
         tok_free(t);
         return -1;
     }
-    qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
+    if (t->n_added) qsort(t->added, t->n_added, sizeof *t->added, cmp_added);
     *out = t;
     return 0;
 }

@@ -31,9 +31,22 @@
 
 typedef struct qw_tok qw_tok;
 
-/* Load the tokenizer of a model folder: dir/tokenizer.json, or else
- * dir/vocab.json + dir/merges.txt (+ the added tokens of
- * dir/tokenizer_config.json). Only byte-level BPE is accepted; any other
+/* Load the tokenizer of MODEL, the same path forms as model_load():
+ *   - a file: a GGUF file's tokenizer.ggml.* metadata (model "gpt2" with
+ *     pre-tokenizer "qwen2" only; tokens, token_type, merges). Its own
+ *     tokenizer, even if a tokenizer.json sits next to it: one file is one
+ *     model.
+ *   - a folder: dir/tokenizer.json, or else dir/vocab.json + dir/merges.txt
+ *     (+ the added tokens of dir/tokenizer_config.json), or else the one
+ *     *.gguf in it. Hugging Face files win over a .gguf in the same folder:
+ *     tokenizer.json carries what GGUF drops (added-token lstrip / rstrip /
+ *     normalized flags, the exact pre-tokenizer), and model_load() also
+ *     prefers the Hugging Face files there.
+ * Both give identical ids for Qwen2/Qwen3 files (tested on the corpus).
+ * GGUF's CONTROL tokens are "special", USER_DEFINED ones are added but not
+ * special (llama.cpp's converter also types "<|...|>"-looking added tokens
+ * CONTROL, so their special flag, used only by skip_special decoding, may
+ * differ from tokenizer.json's). Only byte-level BPE is accepted; any other
  * model type, normalizer, pre-tokenizer or decoder, and any malformed file,
  * fails with a message naming the file and field. */
 int tok_load(qw_tok **out, const char *dir, qw_err *err);

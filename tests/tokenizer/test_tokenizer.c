@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gguf_writer.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -498,6 +499,106 @@ static void check_hostile(const qw_tok *t) {
     free(s);
 }
 
+/* ------------------------------------------------------------------ GGUF */
+
+/* Convert dir/tokenizer.json to GGUF tokenizer metadata the way llama.cpp's
+ * convert_hf_to_gguf.py does for Qwen2 (token i = vocab spelling, or the
+ * added token's content typed CONTROL if special else USER_DEFINED, ids
+ * without a token "[PADi]" typed UNUSED up to the embedding size; merges as
+ * "left right"), load it with tok_load(file.gguf) and check the full corpus
+ * against the Hugging Face reference ids, plus every token's bytes and
+ * special flag against the tokenizer.json tokenizer. */
+static void check_gguf(const char *sub, const qw_tok *tj, ccase *cs, size_t n, int is3) {
+    char path[1200], gpath[1200];
+    snprintf(path, sizeof path, "%s/%s/tokenizer.json", g_fix, sub);
+    snprintf(gpath, sizeof gpath, "%s/%s-tokenizer.gguf", g_fix, sub);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *txt = malloc((size_t)len + 1);
+    size_t got = fread(txt, 1, (size_t)len, f);
+    fclose(f);
+    txt[got] = 0;
+    cJSON *root = cJSON_Parse(txt);
+    free(txt);
+    const cJSON *model = cJSON_GetObjectItem(root, "model");
+    const cJSON *vocab = cJSON_GetObjectItem(model, "vocab"), *merges = cJSON_GetObjectItem(model, "merges");
+    const cJSON *added = cJSON_GetObjectItem(root, "added_tokens");
+    int nv = tok_vocab_size(tj) + 271; /* padded like Qwen2.5's 151936-row embedding */
+    const char **toks = calloc((size_t)nv, sizeof *toks);
+    int32_t *types = malloc((size_t)nv * sizeof *types);
+    char **pads = calloc((size_t)nv, sizeof *pads);
+    for (const cJSON *e = vocab->child; e; e = e->next) toks[e->valueint] = e->string, types[e->valueint] = 1;
+    for (const cJSON *e = added->child; e; e = e->next) {
+        int id = cJSON_GetObjectItem(e, "id")->valueint;
+        toks[id] = cJSON_GetObjectItem(e, "content")->valuestring;
+        types[id] = cJSON_IsTrue(cJSON_GetObjectItem(e, "special")) ? 3 : 4;
+    }
+    for (int i = 0; i < nv; i++)
+        if (!toks[i]) {
+            pads[i] = malloc(24);
+            snprintf(pads[i], 24, "[PAD%d]", i);
+            toks[i] = pads[i];
+            types[i] = 5;
+        }
+    int nm = cJSON_GetArraySize(merges);
+    const char **ms = calloc((size_t)nm + 1, sizeof *ms);
+    char **owned = calloc((size_t)nm + 1, sizeof *owned);
+    int i = 0;
+    for (const cJSON *e = merges->child; e; e = e->next, i++) {
+        if (cJSON_IsString(e)) {
+            ms[i] = e->valuestring;
+        } else { /* ["left", "right"] */
+            const char *l = cJSON_GetArrayItem(e, 0)->valuestring, *r = cJSON_GetArrayItem(e, 1)->valuestring;
+            owned[i] = malloc(strlen(l) + strlen(r) + 2);
+            sprintf(owned[i], "%s %s", l, r);
+            ms[i] = owned[i];
+        }
+    }
+    gw w;
+    gw_init(&w);
+    gw_kv_str(&w, "general.architecture", "qwen2");
+    gw_kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str(&w, "tokenizer.ggml.pre", "qwen2");
+    gw_kv_strs(&w, "tokenizer.ggml.tokens", toks, (size_t)nv);
+    gw_kv_i32s(&w, "tokenizer.ggml.token_type", types, (size_t)nv);
+    gw_kv_strs(&w, "tokenizer.ggml.merges", ms, (size_t)nm);
+    gw_build(&w);
+    CHECK(gw_write(&w, gpath, w.n) == 0, "write %s", gpath);
+    gw_free(&w);
+    for (i = 0; i < nv; i++) free(pads[i]);
+    for (i = 0; i < nm; i++) free(owned[i]);
+    free(pads), free(owned), free(ms), free(toks), free(types);
+    cJSON_Delete(root);
+
+    qw_tok *tg = NULL;
+    qw_err err = {{0}};
+    double t0 = now_s();
+    int rc = tok_load(&tg, gpath, &err);
+    printf("load %s from GGUF: %.2f s\n", sub, now_s() - t0);
+    CHECK(rc == 0 && tg, "tok_load %s: %s", gpath, err.msg);
+    if (tg) {
+        CHECK(tok_vocab_size(tg) == tok_vocab_size(tj), "%s gguf vocab %d != %d", sub, tok_vocab_size(tg),
+              tok_vocab_size(tj));
+        int bad = 0;
+        for (int32_t id = 0; id < tok_vocab_size(tj); id++) {
+            size_t la, lb;
+            const char *a = tok_token_bytes(tj, id, &la), *b = tok_token_bytes(tg, id, &lb);
+            if (!a != !b || la != lb || (a && memcmp(a, b, la)) || tok_is_special(tj, id) != tok_is_special(tg, id))
+                bad++;
+        }
+        CHECK(bad == 0, "%s gguf: %d ids decode or flag differently from tokenizer.json", sub, bad);
+        char name[64];
+        snprintf(name, sizeof name, "%s-gguf", sub);
+        check_corpus(tg, name, cs, n, is3, 5000);
+        tok_free(tg);
+    }
+    unlink(gpath);
+}
+
 /* ----------------------------------------------------------- malformed */
 
 static void expect_reject2(const char *dir, const char *file, const char *body, const char *what,
@@ -731,6 +832,8 @@ int main(void) {
         check_threads(t25, cs, n);
         check_slow_format(g_fix, cs, n < 1500 ? n : 1500);
         check_string_merges(g_fix, cs, n < 1500 ? n : 1500);
+        check_gguf("qwen2.5", t25, cs, n, 0);
+        check_gguf("qwen3", t3, cs, n, 1);
     }
     /* A tiny tokenizer whose added tokens use every flag (lstrip, rstrip,
      * single_word, normalized, special). */

@@ -1,0 +1,154 @@
+"""GGUF models: MODEL may be a .gguf file (or a folder holding only one).
+
+The GGUF files are written at test time by tools/to_gguf.py (the `gguf`
+package, as llama.cpp's own converter), from
+  - the transformers fixtures (tests/fixtures/models; F32 folders as F32,
+    BF16 folders as BF16): logits of every prompt position must be bitwise
+    identical to the same model loaded from safetensors, and greedy
+    continuations identical (and equal to transformers'). This is what proves
+    the tensor-name mapping, the innermost-first dimension order, the explicit
+    head_dim (tiny-gqa2-hd) and that qwen2's Q/K are stored unpermuted;
+  - the e2e model (real Qwen2.5 tokenizer): the CLI and the HTTP server take
+    the .gguf path wherever they take MODEL, with the same output as the
+    folder, and the tokenizer read from GGUF metadata gives the same ids as
+    tokenizer.json on the whole tokenizer corpus joined into one text.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from conftest import BUILD, QWENC, ROOT, THREADS, run, start_http, stop_checked
+from helpers import ok_json, post
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "models")
+TO_GGUF = os.path.join(ROOT, "tools", "to_gguf.py")
+OUT = os.path.join(BUILD, "e2e-gguf")
+MODELS = sorted(d for d in os.listdir(FIXTURES) if os.path.isdir(os.path.join(FIXTURES, d)))
+
+
+def to_gguf(src, dst, typ):
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        pytest.fail(f"{sys.executable} has no `gguf` package: run tools/venv.sh")
+    if not os.path.exists(dst) or os.path.getmtime(dst) < os.path.getmtime(TO_GGUF):
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        r = subprocess.run([sys.executable, TO_GGUF, src, dst, "--type", typ], capture_output=True, timeout=300)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+    return dst
+
+
+def ok(r):
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr.decode(errors='replace')[-1500:]}"
+    return r
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fixture_logits_and_greedy_identical(name, tmp_path):
+    src = os.path.join(FIXTURES, name)
+    typ = "bf16" if name.endswith("-bf16") else "f32"
+    g = to_gguf(src, os.path.join(OUT, name + ".gguf"), typ)
+    with open(os.path.join(src, "ref", "cases.json")) as f:
+        cases = json.load(f)
+    for case in cases:
+        if case["name"] == "long":
+            continue  # keeps the suite fast; "forty" covers multi-chunk prefill
+        ids = " ".join(map(str, case["tokens"]))
+        a, b = tmp_path / "st.f32", tmp_path / "gguf.f32"
+        ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(a), "--threads", THREADS]))
+        ok(run([QWENC, g, "--tokens", ids, "--logits-out", str(b), "--threads", THREADS]))
+        sa, sb = a.read_bytes(), b.read_bytes()
+        assert len(sa) == 4 * case["n_tokens"] * case["vocab_size"]
+        assert sa == sb, f"{name} {case['name']}: GGUF logits differ from the safetensors model's"
+        outs = []
+        for m in (src, g):
+            r = ok(run([QWENC, m, "--tokens", ids, "-n", "32", "--greedy", "--threads", THREADS]))
+            outs.append([int(x) for x in r.stdout.split()])
+        assert outs[0] == outs[1] == case["greedy"], f"{name} {case['name']}: greedy {outs}"
+
+
+@pytest.fixture(scope="module")
+def e2e_gguf(model_dir):
+    return to_gguf(model_dir, os.path.join(OUT, "e2e-model.gguf"), "bf16")
+
+
+IDS = "151644 8948 198 2610 525 264 10950 17847 13 151645 198 151644 872 198 9707 151645 198 151644 77091 198"
+
+
+def test_cli_single_shot_prompt_tokenize(model_dir, e2e_gguf):
+    a = ok(run([QWENC, model_dir, IDS, "8", "--threads", THREADS])).stdout
+    b = ok(run([QWENC, e2e_gguf, IDS, "8", "--threads", THREADS])).stdout
+    assert a == b and len(a.split()) == 8, (a, b)
+    args = ["--prompt", "Explain mmap in one line", "-n", "12", "--threads", THREADS]
+    a = ok(run([QWENC, model_dir] + args)).stdout
+    b = ok(run([QWENC, e2e_gguf] + args)).stdout
+    assert a == b and a.strip(), (a, b)
+    text = "Hello, world! 你好 <|im_start|>user\n<tool_call>  x\t\n\n12345"
+    a = ok(run([QWENC, model_dir, "--tokenize", text])).stdout
+    b = ok(run([QWENC, e2e_gguf, "--tokenize", text])).stdout
+    assert a == b and b.split()[:2] == [b"9707", b"11"], (a, b)
+    a = ok(run([QWENC, e2e_gguf, "--detokenize", b.decode()])).stdout.decode()
+    assert a.rstrip("\n") == text
+
+
+def test_folder_with_one_gguf(e2e_gguf, tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    os.symlink(e2e_gguf, d / "model.gguf")
+    a = ok(run([QWENC, e2e_gguf, IDS, "4", "--threads", THREADS])).stdout
+    b = ok(run([QWENC, str(d), IDS, "4", "--threads", THREADS])).stdout
+    assert a == b
+    shutil.copy(e2e_gguf, d / "second.gguf")
+    r = run([QWENC, str(d), IDS, "4"])
+    assert r.returncode == 1 and b"several .gguf" in r.stderr, r.stderr
+
+
+def test_tokenizer_corpus_gguf_equals_json(model_dir, e2e_gguf):
+    corpus = os.path.join(BUILD, "fixtures", "tokenizer", "corpus.jsonl")
+    with open(corpus, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f if line.strip()]
+    assert len(texts) > 5000
+    joined = "\n\n".join(texts).encode("utf-8", "surrogatepass")
+    a = ok(run([QWENC, model_dir, "--tokenize", "-"], input=joined, timeout=120)).stdout
+    b = ok(run([QWENC, e2e_gguf, "--tokenize", "-"], input=joined, timeout=120)).stdout
+    assert len(a.split()) > 50000
+    assert a == b
+
+
+def test_http_server_on_gguf(model_dir, e2e_gguf):
+    s = start_http(e2e_gguf, "--parallel", "2")
+    try:
+        health = requests.get(s.url + "/health", timeout=10).json()
+        assert health.get("random_weights") is True, health  # carried over by to_gguf.py
+        models = requests.get(s.url + "/v1/models", timeout=10).json()
+        assert models["data"][0]["id"] == "e2e-model", models
+        r = ok_json(post(s, "/v1/completions", {"prompt": "Hello", "max_tokens": 6}))
+        assert r["usage"]["completion_tokens"] >= 1, r
+        toks = ok_json(post(s, "/tokenize", {"content": "Hello, world! <|im_end|>"}))["tokens"]
+    finally:
+        stop_checked(s)
+    cli = ok(run([QWENC, model_dir, "--tokenize", "Hello, world! <|im_end|>"])).stdout
+    assert toks == [int(x) for x in cli.split()], (toks, cli)
+
+
+def test_bad_gguf_files_exit_1(tmp_path):
+    g = to_gguf(os.path.join(FIXTURES, "tiny-gqa7-f32"), os.path.join(OUT, "tiny-gqa7-f32.gguf"), "f32")
+    data = open(g, "rb").read()
+    cases = {
+        "not-gguf.gguf": (b"PK\x03\x04" + data[4:], b"bad magic"),
+        "truncated.gguf": (data[: len(data) // 2], b"truncated"),
+        "header-only.gguf": (data[:20], b"too short"),
+    }
+    for fn, (blob, msg) in cases.items():
+        p = tmp_path / fn
+        p.write_bytes(blob)
+        for extra in (["--tokens", "1 2 3"], ["--tokenize", "hi"]):
+            r = run([QWENC, str(p)] + extra)
+            assert r.returncode == 1, (fn, extra, r.returncode, r.stderr)
+            assert msg in r.stderr and str(p).encode() in r.stderr, (fn, r.stderr)
