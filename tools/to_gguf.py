@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """to_gguf.py - a Hugging Face Qwen2 folder (safetensors) -> GGUF for llama.cpp.
 
-  python tools/to_gguf.py MODEL_DIR OUT.gguf [--type bf16|f16|f32]
+  python tools/to_gguf.py MODEL_DIR OUT.gguf [--type bf16|f16|f32|q8_0]
 
 For the benchmark (it lets llama.cpp run exactly the weights qwenc runs) and
 the GGUF tests (tests/e2e/test_gguf.py: qwenc loads these files directly).
@@ -12,7 +12,8 @@ np.memmap, so nothing is loaded into memory whole, and writes tensors one by one
   - arch "qwen2" with every hparam from config.json (context, embedding, FFN,
     blocks, heads, KV heads, rope freq base, RMS eps);
   - 2-D weights in the chosen type (BF16 copied bit for bit when the source is
-    BF16; F16 by float32 conversion), 1-D norms and biases in F32, as llama.cpp's
+    BF16; F16 by float32 conversion; Q8_0 by gguf.quants, bit-exact with GGML's
+    quantize_row_q8_0), 1-D norms and biases in F32, as llama.cpp's
     convert_hf_to_gguf.py does; no output.weight when embeddings are tied;
   - qwenc.random_weights = true when config.json has qwenc_random_weights (synth);
   - tokenizer: "gpt2" model with "qwen2" pre-tokenizer from MODEL_DIR/tokenizer.json
@@ -144,7 +145,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")
     ap.add_argument("out")
-    ap.add_argument("--type", default="bf16", choices=["bf16", "f16", "f32"])
+    ap.add_argument("--type", default="bf16", choices=["bf16", "f16", "f32", "q8_0"])
     args = ap.parse_args()
 
     with open(os.path.join(args.model_dir, "config.json")) as f:
@@ -157,9 +158,9 @@ def main():
     tied = cfg.get("tie_word_embeddings", False)
 
     qt = {"bf16": gguf.GGMLQuantizationType.BF16, "f16": gguf.GGMLQuantizationType.F16,
-          "f32": gguf.GGMLQuantizationType.F32}[args.type]
+          "f32": gguf.GGMLQuantizationType.F32, "q8_0": gguf.GGMLQuantizationType.Q8_0}[args.type]
     ftype = {"bf16": gguf.LlamaFileType.MOSTLY_BF16, "f16": gguf.LlamaFileType.MOSTLY_F16,
-             "f32": gguf.LlamaFileType.ALL_F32}[args.type]
+             "f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[args.type]
 
     w = gguf.GGUFWriter(args.out + ".tmp", "qwen2")
     w.add_name(os.path.basename(os.path.normpath(args.model_dir)))
@@ -213,11 +214,15 @@ def main():
         dt, shape, buf = st.t[src]
         if len(shape) == 1 or qt == gguf.GGMLQuantizationType.F32:
             return "f32", shape, int(np.prod(shape)) * 4
+        if args.type == "q8_0":  # every 2-D weight, as llama-quantize's Q8_0 (embedding too)
+            return "q8_0", shape, int(np.prod(shape)) // 32 * 34
         return args.type, shape, int(np.prod(shape)) * 2
 
     plans = [(dst, src) + plan(src) for src, dst in names]
     for dst, src, kind, shape, nbytes in plans:
-        if kind == "bf16":
+        if kind == "q8_0":
+            w.add_tensor_info(dst, [shape[0], shape[1] // 32 * 34], np.dtype(np.uint8), nbytes, raw_dtype=qt)
+        elif kind == "bf16":
             w.add_tensor_info(dst, shape, np.dtype(np.uint16), nbytes, raw_dtype=qt)
         elif kind == "f16":
             w.add_tensor_info(dst, shape, np.dtype(np.float16), nbytes)
@@ -227,7 +232,9 @@ def main():
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     for dst, src, kind, shape, nbytes in plans:
-        if kind == "bf16":
+        if kind == "q8_0":  # gguf's quantizer: bit-exact with GGML's quantize_row_q8_0
+            data = gguf.quants.quantize(st.f32(src).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+        elif kind == "bf16":
             dt, a = st.raw(src)
             data = a if dt == "BF16" else f32_to_bf16_bits(a.astype(np.float32))
         elif kind == "f16":

@@ -241,7 +241,11 @@ static int rd_tensor(rd *r, gguf_tensor *t) {
                        (unsigned long long)ty);
     t->type = (uint32_t)ty;
     t->type_name = ggml_types[ty].name;
-    t->qdtype = ty == GGML_T_F32 ? QW_F32 : ty == GGML_T_F16 ? QW_F16 : ty == GGML_T_BF16 ? QW_BF16 : -1;
+    t->qdtype = ty == GGML_T_F32    ? QW_F32
+                : ty == GGML_T_F16  ? QW_F16
+                : ty == GGML_T_BF16 ? QW_BF16
+                : ty == GGML_T_Q8_0 ? QW_Q8_0 /* block_q8_0: the layout our Q8_0 kernels read in place */
+                                    : -1;
     uint64_t blck = ggml_types[ty].blck, bs = ggml_types[ty].size;
     if ((uint64_t)t->ne[0] % blck)
         return qw_errf(r->err, "gguf: %s: tensor '%s': %lld columns is not a multiple of the %s block size %llu",
@@ -520,8 +524,8 @@ int gguf_tensor_check(const gguf_file *f, const gguf_tensor *t, qw_err *err) {
     if (t->qdtype >= 0) return 0;
     int quant = ggml_types[t->type].blck > 1;
     return qw_errf(err, "gguf: %s: tensor '%s' has type %s: %s", f->label, t->name, t->type_name,
-                   quant ? "quantized GGUF types are not supported yet (F32, F16 and BF16 are)"
-                         : "only F32, F16 and BF16 tensors are supported");
+                   quant ? "this quantized type is not supported yet (F32, F16, BF16 and Q8_0 are)"
+                         : "only F32, F16, BF16 and Q8_0 tensors are supported");
 }
 
 /* ------------------------------------------------------------ open */

@@ -45,7 +45,7 @@ enum {
 };
 
 /* GGML tensor types we can use in place. */
-enum { GGML_T_F32 = 0, GGML_T_F16 = 1, GGML_T_BF16 = 30 };
+enum { GGML_T_F32 = 0, GGML_T_F16 = 1, GGML_T_Q8_0 = 8, GGML_T_BF16 = 30 };
 
 typedef struct gguf_kv {
     char *key;               /* owned, NUL-terminated */

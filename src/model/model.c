@@ -31,7 +31,8 @@
  * for a file that is not, the tensor is copied once into an aligned buffer.
  * Returns the pointer to use, NULL if out of memory. */
 static const void *aligned(model_priv *p, const model_tensor *t) {
-    if (((uintptr_t)t->data % (uintptr_t)qw_dtype_size(t->dtype)) == 0) return t->data;
+    int align = qw_dtype_size(t->dtype); /* block types (Q8_0): byte loads, any address */
+    if (align <= 1 || ((uintptr_t)t->data % (uintptr_t)align) == 0) return t->data;
     void **c = realloc(p->copies, (size_t)(p->n_copies + 1) * sizeof *c);
     if (!c) return NULL;
     p->copies = c;
@@ -86,7 +87,9 @@ static int get_vec(build *b, float *dst, const char *name, int64_t n) {
     return 0;
 }
 
-static uint64_t mat_bytes(const qw_mat *m) { return (uint64_t)m->rows * (uint64_t)m->cols * (uint64_t)qw_dtype_size(m->dtype); }
+static uint64_t mat_bytes(const qw_mat *m) {
+    return (uint64_t)m->rows * (uint64_t)qw_dtype_row_bytes(m->dtype, m->cols);
+}
 
 int model_build(qw_model *m, const model_names *nm, model_find_fn findfn, const void *src, const char *label,
                 uint64_t file_bytes, qw_err *err) {

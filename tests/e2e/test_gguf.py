@@ -152,3 +152,26 @@ def test_bad_gguf_files_exit_1(tmp_path):
             r = run([QWENC, str(p)] + extra)
             assert r.returncode == 1, (fn, extra, r.returncode, r.stderr)
             assert msg in r.stderr and str(p).encode() in r.stderr, (fn, r.stderr)
+
+
+def test_q8_0_gguf_equals_quant_flag(model_dir, tmp_path):
+    """A Q8_0 GGUF (gguf's quantizer) and --quant q8_0 (ours) hold the same bytes,
+    so their logits agree bit for bit; the GGUF's Q8_0 tensors are used in place."""
+    g = to_gguf(model_dir, os.path.join(OUT, "e2e-model-q8_0.gguf"), "q8_0")
+    a, b, c = tmp_path / "quant.f32", tmp_path / "gguf.f32", tmp_path / "bf16.f32"
+    ok(run([QWENC, model_dir, "--tokens", IDS, "--logits-out", str(a), "--quant", "q8_0", "--threads", THREADS]))
+    r = ok(run([QWENC, g, "--tokens", IDS, "--logits-out", str(b), "--threads", THREADS]))
+    assert b"Q8_0" in r.stderr, r.stderr[-500:]
+    ok(run([QWENC, model_dir, "--tokens", IDS, "--logits-out", str(c), "--threads", THREADS]))
+    assert a.read_bytes() == b.read_bytes(), "Q8_0 GGUF logits differ from --quant q8_0"
+    assert a.read_bytes() != c.read_bytes(), "--quant q8_0 changed nothing"
+    outs = [ok(run([QWENC, m, IDS, "16", "--threads", THREADS] + extra)).stdout
+            for m, extra in ((model_dir, ["--quant", "q8_0"]), (g, []), (g, ["--quant", "q8_0"]))]
+    assert outs[0] == outs[1] == outs[2] and len(outs[0].split()) == 16, outs
+
+
+def test_quant_flag_errors():
+    r = run([QWENC, os.path.join(FIXTURES, "tiny-gqa7-bf16"), "--tokens", "1 2 3", "--quant", "q8_0"])
+    assert r.returncode == 1 and b"not a multiple of 32" in r.stderr and b"model.embed_tokens.weight" in r.stderr, r.stderr
+    r = run([QWENC, os.path.join(FIXTURES, "tiny-gqa7-bf16"), "--tokens", "1 2 3", "--quant", "q4"])
+    assert r.returncode == 2 and b"--quant" in r.stderr, r.stderr

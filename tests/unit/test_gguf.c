@@ -433,12 +433,17 @@ static void check_malformed(void) {
     t = gw_find_tensor(&w, "blk.1.ffn_down.weight"); /* [8, 256]: one Q4_K block per row */
     t->type = 12, t->nbytes = (uint64_t)H * 144;
     gw_build(&w);
-    expect_model_fail(&w, w.n, "Q4_K", "blk.1.ffn_down.weight", "Q4_K: quantized GGUF types are not supported yet");
+    expect_model_fail(&w, w.n, "Q4_K", "blk.1.ffn_down.weight", "Q4_K: this quantized type is not supported yet");
     make_model(&w, 0, 0);
     t = gw_find_tensor(&w, "blk.1.ffn_down.weight");
-    t->type = 8, t->nbytes = (uint64_t)H * 8 * 34;
+    t->type = 8, t->nbytes = (uint64_t)H * 8 * 34; /* Q8_0 is used in place */
     gw_build(&w);
-    expect_model_fail(&w, w.n, "Q8_0", "blk.1.ffn_down.weight", "Q8_0: quantized");
+    expect_model_ok(&w, "Q8_0 ffn_down");
+    make_model(&w, 0, 0);
+    t = gw_find_tensor(&w, "blk.1.ffn_down.weight");
+    t->type = 6, t->nbytes = (uint64_t)H * 8 * 22; /* Q5_0 */
+    gw_build(&w);
+    expect_model_fail(&w, w.n, "Q5_0", "blk.1.ffn_down.weight", "Q5_0: this quantized type is not supported yet");
     make_model(&w, 0, 0);
     t = gw_find_tensor(&w, "blk.0.ffn_gate.weight"); /* 8 columns: not a multiple of Q4_K's 256 */
     t->type = 12;
