@@ -6,7 +6,8 @@
 #    $BENCH_CONFIG, else ../shared/models/qwen2.5-0.5b-instruct/config.json, else
 #    the copy in tools/bench_config_qwen2.5-0.5b.json; the real Qwen2.5 tokenizer
 #    from tests/fixtures/tokenizer. Reused while it exists (delete $BENCH_DIR to redo).
-# 2. The same weights as GGUF, BF16 and F16 (tools/to_gguf.py, `gguf` package).
+# 2. The same weights as GGUF, BF16, F16 and Q8_0 (tools/to_gguf.py, `gguf` package);
+#    qwenc runs the folder as stored and with --quant q8_0 (same bytes as the Q8_0 GGUF).
 # 3. tools/membw.c, built here for this machine.
 # 4. tools/bench_run.py: interleaved repetitions of qwenc and llama.cpp
 #    (llama-cpp-python), table on stdout, JSON in build/bench.json.
@@ -78,7 +79,7 @@ if [ "${BENCH_NO_LLAMA:-0}" != 1 ]; then
     say "$PYTHON lacks llama_cpp or gguf (tools/venv.sh --bench, or BENCH_NO_LLAMA=1)"
     exit 1
   fi
-  for t in bf16 f16; do
+  for t in bf16 f16 q8_0; do
     g=$BENCH_DIR/synth-0.5b-$t.gguf
     if [ ! -f "$g" ] || [ "$model/model.safetensors" -nt "$g" ]; then
       say "converting to $g"
@@ -99,5 +100,5 @@ fi
 quick=
 [ "$QUICK" = 1 ] && quick=--quick
 # shellcheck disable=SC2086
-exec "$PYTHON" tools/bench_run.py --qwenc "$QWENC" --model "$model" $ggufs --membw "$membw" \
+exec "$PYTHON" tools/bench_run.py --qwenc "$QWENC" --model "$model" $ggufs --qwenc-quant q8_0 --membw "$membw" \
   --python "$PYTHON" --reps "$REPS" --threads "$THREADS" $quick --out build/bench.json

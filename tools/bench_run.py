@@ -2,10 +2,13 @@
 """bench_run.py - qwenc vs llama.cpp on the same weights; the driver of tools/bench.sh.
 
   python tools/bench_run.py --qwenc ./qwenc --model DIR [--gguf bf16=F.gguf --gguf f16=G.gguf]
+                            [--gguf q8_0=Q.gguf --qwenc-quant q8_0]
                             [--membw BIN] [--reps 3] [--quick] [--threads 2] [--out build/bench.json]
 
-Measures, in interleaved repetitions (qwenc, llama.cpp BF16, llama.cpp F16, with
-the order rotated every repetition so no one always runs on a warmer machine):
+Measures, in interleaved repetitions (qwenc as stored, qwenc --quant q8_0, llama.cpp
+BF16 / F16 / Q8_0, with the order rotated every repetition so no one always runs on
+a warmer machine); each llama.cpp type is compared with the qwenc run of the same
+weight type (Q8_0 with `qwenc --quant q8_0`, which makes the same bytes as the GGUF):
   - prefill tok/s for 32/128/512-token prompts (qwenc: `--tokens IDS -n 1`, the
     "prefill N tokens X tok/s" figure it prints on stderr; llama.cpp: Llama.eval of
     the prompt on an empty KV cache, see tools/bench_llama.py);
@@ -80,9 +83,9 @@ RE_QW = re.compile(r"prefill (\d+) tokens ([\d.]+) tok/s \| decode (\d+) tokens 
                    r"(?: \| load ([\d.]+) s \| first token ([\d.]+) s)?")
 
 
-def run_qwenc(args, ids, n):
+def run_qwenc(args, ids, n, extra=()):
     cmd = [args.qwenc, args.model, "--tokens", " ".join(map(str, ids)), "-n", str(n),
-           "--threads", str(args.threads), "--ctx", str(args.ctx)]
+           "--threads", str(args.threads), "--ctx", str(args.ctx)] + list(extra)
     t_first, out, err, rc, rss = spawn_timed(cmd)
     m = RE_QW.search(err)
     if rc != 0 or not m:
@@ -130,7 +133,8 @@ def run_membw(args, threads):
 
 def weight_bytes_per_token(cfg, elem=2):
     """Bytes of weights one decode step reads: every layer matrix and the output
-    matrix (lm_head, or the tied embedding), at 16 bits; norms and biases are noise."""
+    matrix (lm_head, or the tied embedding), at `elem` bytes per weight (2 for 16-bit
+    types, 34/32 for Q8_0); norms and biases are noise."""
     h = cfg["hidden_size"]
     nh = cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads", nh)
@@ -171,7 +175,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--qwenc", default="./qwenc")
     ap.add_argument("--model", required=True)
-    ap.add_argument("--gguf", action="append", default=[], help="TYPE=PATH (bf16=..., f16=...)")
+    ap.add_argument("--gguf", action="append", default=[], help="TYPE=PATH (bf16=..., f16=..., q8_0=...)")
+    ap.add_argument("--qwenc-quant", action="append", default=[], help="also run qwenc --quant TYPE (q8_0)")
     ap.add_argument("--membw")
     ap.add_argument("--python", default=sys.executable, help="interpreter with llama_cpp")
     ap.add_argument("--reps", type=int, default=3)
@@ -194,7 +199,7 @@ def main():
         prefill_sizes, n_dec, dec_cases = [32, 128], 32, [("after32", 32)]
     else:
         prefill_sizes, n_dec, dec_cases = [32, 128, 512], 128, [("after32", 32), ("ctx1000", 1000)]
-    engines = ["qwenc"] + [g.split("=", 1)[0] for g in args.gguf]
+    engines = ["qwenc"] + [f"qwenc-{q}" for q in args.qwenc_quant] + [g.split("=", 1)[0] for g in args.gguf]
     ggufs = dict(g.split("=", 1) for g in args.gguf)
     spec = {"threads": args.threads, "n_ctx": args.ctx, "first": prompt[32],
             "prefill": {str(n): prompt[n] for n in prefill_sizes},
@@ -208,10 +213,11 @@ def main():
         order = engines[rep % len(engines):] + engines[:rep % len(engines)]
         for e in order:
             t0 = time.perf_counter()
-            if e == "qwenc":
+            if e.startswith("qwenc"):
+                extra = ["--quant", e.split("-", 1)[1]] if "-" in e else []
                 r = {"prefill": {}, "decode": {}, "t_first": None, "rss_mb": 0.0}
                 for n in prefill_sizes:
-                    q = run_qwenc(args, prompt[n], 1)
+                    q = run_qwenc(args, prompt[n], 1, extra)
                     if q:
                         r["prefill"][str(n)] = q["prefill"]
                         r["rss_mb"] = max(r["rss_mb"], q["rss_mb"])
@@ -220,7 +226,7 @@ def main():
                             r["t_first"] = q["t_first"]
                             r["first_token_internal"] = q["first_token_internal"]
                 for name, n in dec_cases:
-                    q = run_qwenc(args, prompt[n], n_dec + 1)
+                    q = run_qwenc(args, prompt[n], n_dec + 1, extra)
                     if q:
                         r["decode"][name] = q["decode"]
                         r["rss_mb"] = max(r["rss_mb"], q["rss_mb"])
@@ -250,6 +256,12 @@ def main():
     wbytes = weight_bytes_per_token(cfg)
     roof = bw_best * 1e9 / wbytes if bw_best else None
 
+    def elem_of(e):  # bytes per weight an engine reads in decode
+        return 34 / 32 if e.endswith("q8_0") else 2
+
+    def peer(e):  # the qwenc run a llama.cpp engine is compared with
+        return f"qwenc-{e}" if f"qwenc-{e}" in engines else "qwenc"
+
     # Table.
     def cell(s, fmt="{:.1f}"):
         return "-" if not s else (fmt.format(s["median"]) + " (" + fmt.format(s["best"]) + ")")
@@ -259,8 +271,10 @@ def main():
             return "-"
         return f"{(a['median'] / b['median'] if hb else b['median'] / a['median']):.2f}x"
 
-    others = engines[1:]
-    head = f"{'median (best) of ' + str(args.reps):<28}{'qwenc':>18}" + \
+    ours = [e for e in engines if e.startswith("qwenc")]
+    others = [e for e in engines if not e.startswith("qwenc")]
+    name = {e: "qwenc" if e == "qwenc" else "qwenc " + e.split("-", 1)[1].upper() for e in ours}
+    head = f"{'median (best) of ' + str(args.reps):<28}" + "".join(f"{name[e]:>18}" for e in ours) + \
         "".join(f"{'llama.cpp ' + e.upper():>18}" for e in others) + \
         "".join(f"{'ratio vs ' + e.upper():>14}" for e in others)
     lines = [head, "-" * len(head)]
@@ -270,22 +284,25 @@ def main():
               "first_token_s": "start to first token s", "peak_rss_mb": "peak RSS MB"}
     for key, _, _, hb in metrics:
         fmt = "{:.2f}" if key.startswith(("decode", "first")) else "{:.1f}" if key != "peak_rss_mb" else "{:.0f}"
-        row = f"{labels[key]:<28}{cell(summary['qwenc'][key], fmt):>18}"
+        row = f"{labels[key]:<28}" + "".join(f"{cell(summary[e][key], fmt):>18}" for e in ours)
         row += "".join(f"{cell(summary[e][key], fmt):>18}" for e in others)
-        row += "".join(f"{ratio(summary['qwenc'][key], summary[e][key], hb):>14}" for e in others)
+        row += "".join(f"{ratio(summary[peer(e)][key], summary[e][key], hb):>14}" for e in others)
         lines.append(row)
     if roof:
         lines.append(f"{'roofline decode tok/s':<28}{roof:>18.2f}   "
-                     f"({wbytes / 1e6:.0f} MB of 16-bit weights per token / {bw_best:.1f} GB/s)")
-        for name, _ in dec_cases:
-            key = f"decode_{name}"
-            row = f"{'share of roofline ' + name:<28}"
-            for e in engines:
+                     f"({wbytes / 1e6:.0f} MB of 16-bit weights per token / {bw_best:.1f} GB/s; "
+                     f"Q8_0: x{2 / (34 / 32):.2f})")
+        for dname, _ in dec_cases:
+            key = f"decode_{dname}"
+            row = f"{'share of roofline ' + dname:<28}"
+            for e in ours + others:
                 s = summary[e][key]
-                txt = "%.0f%% (%.0f%%)" % (100 * s["median"] / roof, 100 * s["best"] / roof) if s else "-"
+                r_e = roof * 2 / elem_of(e)
+                txt = "%.0f%% (%.0f%%)" % (100 * s["median"] / r_e, 100 * s["best"] / r_e) if s else "-"
                 row += f"{txt:>18}"
             lines.append(row)
-    lines.append("ratio > 1: qwenc better (tok/s: ours / theirs; seconds and MB: theirs / ours)")
+    lines.append("ratio > 1: qwenc better (tok/s: ours / theirs; seconds and MB: theirs / ours); "
+                 "each llama.cpp type against qwenc with the same weight type")
     bwline = "memory bandwidth GB/s (best): " + ", ".join(
         f"{ph} {t}T {v['best_gbs']:.1f}" for ph, d in bw.items() for t, v in d.items() if v)
     lines.append(bwline)

@@ -8,8 +8,11 @@
  * (madvise DONTNEED: they are file-backed and read-only, so the pages are
  * simply dropped; nothing reads them again).
  *
- * Rows are split over a temporary thread pool; each thread converts a row
- * to float32 (the kernel table's exact to_f32) and quantizes it.
+ * One matrix at a time, rows split over a temporary thread pool: each thread
+ * converts a row to float32 (the kernel table's exact to_f32) and quantizes
+ * it (the table's quantize_q8_0, byte-identical to the reference); then the
+ * matrix's source pages are released, so the peak stays near the quantized
+ * size plus one 16-bit matrix.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,31 +30,23 @@ typedef struct {
 } quant_item;
 
 typedef struct {
-    quant_item *items;
-    int n_items;
+    const quant_item *item; /* the matrix being quantized */
     char *buf;
+    float *rows;            /* [threads][max_cols] float32 scratch */
     int64_t max_cols;
-    int failed;
 } quant_job;
 
 static void quant_run(void *arg, int tid, int nth) {
-    quant_job *j = arg;
+    const quant_job *j = arg;
     const qw_kernels *K = kernels();
-    float *row = malloc((size_t)j->max_cols * sizeof(float));
-    if (!row) {
-        j->failed = 1; /* read after pool_run returns; a benign race on a flag set to 1 */
-        return;
+    const qw_mat *m = j->item->mat;
+    float *row = j->rows + (int64_t)tid * j->max_cols;
+    int64_t lo, hi, rb_in = qw_dtype_row_bytes(m->dtype, m->cols), rb_out = qw_dtype_row_bytes(QW_Q8_0, m->cols);
+    pool_split(m->rows, 1, tid, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        K->to_f32[m->dtype](row, (const char *)m->data + r * rb_in, m->cols);
+        K->quantize_q8_0(j->buf + j->item->offset + r * rb_out, row, m->cols);
     }
-    for (int i = 0; i < j->n_items; i++) {
-        const qw_mat *m = j->items[i].mat;
-        int64_t lo, hi, rb_in = qw_dtype_row_bytes(m->dtype, m->cols), rb_out = qw_dtype_row_bytes(QW_Q8_0, m->cols);
-        pool_split(m->rows, 1, tid, nth, &lo, &hi);
-        for (int64_t r = lo; r < hi; r++) {
-            K->to_f32[m->dtype](row, (const char *)m->data + r * rb_in, m->cols);
-            K->quantize_q8_0(j->buf + j->items[i].offset + r * rb_out, row, m->cols);
-        }
-    }
-    free(row);
 }
 
 /* Drop the pages wholly inside [p, p + n) from this process's memory. */
@@ -93,7 +88,8 @@ int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err) {
         ADD(&y->w_down, "model.layers.%d.mlp.down_proj.weight", l);
     }
 #undef ADD
-    quant_job j = {items, 0, NULL, 0, 0};
+    quant_job j = {NULL, NULL, NULL, 0};
+    int n_q = 0;
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         qw_mat *mt = items[i].mat;
@@ -105,37 +101,39 @@ int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err) {
             free(items);
             return -1;
         }
-        items[j.n_items] = items[i];
-        items[j.n_items].offset = total;
-        j.n_items++;
+        items[n_q] = items[i];
+        items[n_q].offset = total;
+        n_q++;
         total += rb * mt->rows;
         if (mt->cols > j.max_cols) j.max_cols = mt->cols;
     }
-    if (j.n_items == 0) {
+    if (n_q == 0) {
         free(items);
         return 0;
     }
+    if (threads < 1) threads = 1;
     j.buf = malloc((size_t)total);
-    qw_pool *pool = pool_create(threads > 0 ? threads : 1);
-    if (!j.buf || !pool) {
+    j.rows = malloc((size_t)threads * (size_t)j.max_cols * sizeof(float));
+    qw_pool *pool = pool_create(threads);
+    if (!j.buf || !j.rows || !pool) {
         free(j.buf);
+        free(j.rows);
         free(items);
         pool_free(pool);
         return qw_errf(err, "quantize: cannot allocate %lld MB", (long long)(total >> 20));
     }
-    pool_run(pool, quant_run, &j);
-    pool_free(pool);
-    if (j.failed) {
-        free(j.buf);
-        free(items);
-        return qw_errf(err, "quantize: out of memory");
-    }
-    for (int i = 0; i < j.n_items; i++) {
+    /* One matrix at a time, its source released right after: the peak is the
+     * quantized copy plus one 16-bit matrix, not both models. */
+    for (int i = 0; i < n_q; i++) {
         qw_mat *mt = items[i].mat;
+        j.item = &items[i];
+        pool_run(pool, quant_run, &j);
         release(mt->data, qw_dtype_row_bytes(mt->dtype, mt->cols) * mt->rows);
         mt->data = j.buf + items[i].offset;
         mt->dtype = to;
     }
+    pool_free(pool);
+    free(j.rows);
     if (tied) m->lm_head = m->embed;
     free(m->quant_buf);
     m->quant_buf = j.buf;
