@@ -80,7 +80,7 @@ INLINE __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
  * The weights may be converted in registers (n small: straight from the
  * mapping) or first into a float32 buffer (prefill): the conversion is
  * exact, so both give the same bits. */
-enum { PF_DIST_Q8 = 2048, PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 1024, OC = 128, SMALL_N = 8 };
+enum { PF_DIST_Q8 = 1024, PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 1024, OC = 128, SMALL_N = 8 };
 
 /* Scalar weight loads for tails: the mapping gives no alignment guarantee. */
 INLINE float ld1_f32(const float *p) {
