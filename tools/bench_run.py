@@ -9,15 +9,17 @@ Measures, in interleaved repetitions (qwenc as stored, qwenc --quant q8_0, llama
 BF16 / F16 / Q8_0, with the order rotated every repetition so no one always runs on
 a warmer machine); each llama.cpp type is compared with the qwenc run of the same
 weight type (Q8_0 with `qwenc --quant q8_0`, which makes the same bytes as the GGUF):
-  - prefill tok/s for 32/128/512-token prompts (qwenc: `--tokens IDS -n 1`, the
-    "prefill N tokens X tok/s" figure it prints on stderr; llama.cpp: Llama.eval of
-    the prompt on an empty KV cache, see tools/bench_llama.py);
+  - prefill tok/s for 32/128/512-token prompts (qwenc: `--tokens IDS -n 1 --warmup`,
+    the "prefill N tokens X tok/s" figure it prints on stderr, timed after one untimed
+    pass over the prompt; llama.cpp: Llama.eval of the prompt on an empty KV cache
+    after its first-token eval, see tools/bench_llama.py: both warm);
   - decode tok/s over 128 tokens after a 32-token prompt, and after a 1000-token
     prompt (qwenc: `-n 129`, whose "decode" figure counts the 128 forward passes
     after the first token; llama.cpp: 128 single-token evals);
   - time from process start to first token: wall time from spawning the process
     to the first generated id appearing on its stdout (32-token prompt, file in
-    the page cache), for both engines; peak RSS (getrusage of the child, wait4);
+    the page cache, a run of its own for qwenc), for both engines; peak RSS
+    (getrusage of the child, wait4);
   - memory read bandwidth (tools/membw.c, 1 and 2 threads) before and after.
 Reports the median and the best of each figure, our ratio to llama.cpp, and the
 fraction of the bandwidth roofline (weight bytes read per decoded token divided
@@ -216,15 +218,20 @@ def main():
             if e.startswith("qwenc"):
                 extra = ["--quant", e.split("-", 1)[1]] if "-" in e else []
                 r = {"prefill": {}, "decode": {}, "t_first": None, "rss_mb": 0.0}
+                # start to first token: a cold process, nothing before the prompt
+                q = run_qwenc(args, prompt[32], 1, extra)
+                if q:
+                    r["t_first"] = q["t_first"]
+                    r["first_token_internal"] = q["first_token_internal"]
+                    r["rss_mb"] = q["rss_mb"]
+                    r["kernels"] = q["kernels"]
+                # prefill: after one untimed pass (--warmup), as llama.cpp is measured
+                # after its first-token eval: weights paged in on both sides
                 for n in prefill_sizes:
-                    q = run_qwenc(args, prompt[n], 1, extra)
+                    q = run_qwenc(args, prompt[n], 1, extra + ["--warmup"])
                     if q:
                         r["prefill"][str(n)] = q["prefill"]
                         r["rss_mb"] = max(r["rss_mb"], q["rss_mb"])
-                        r["kernels"] = q["kernels"]
-                        if n == 32:
-                            r["t_first"] = q["t_first"]
-                            r["first_token_internal"] = q["first_token_internal"]
                 for name, n in dec_cases:
                     q = run_qwenc(args, prompt[n], n_dec + 1, extra)
                     if q:

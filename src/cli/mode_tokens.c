@@ -188,6 +188,16 @@ int mode_tokens(const qw_opts *o) {
     qw_sampling sp = o->sampling_set ? o->sampling : sampling_default();
     print_state ps = {0, 0.0};
     qw_gen_stats st;
+    if (o->warmup) {
+        /* The prompt once, untimed and unprinted: the timed run below then finds
+         * the weights paged in (it rewrites the cache from position 0). */
+        qw_sampling greedy = sampling_default();
+        greedy.temperature = 0;
+        if (gen_run(ctx, pool, 0, 0, ids, n_ids, 1, &greedy, NULL, NULL, &st, &err)) {
+            fprintf(stderr, "qwenc: warm-up: %s\n", err.msg);
+            goto out;
+        }
+    }
     if (gen_run(ctx, pool, 0, 0, ids, n_ids, n_new, &sp, print_token, &ps, &st, &err)) {
         if (ps.n) putchar('\n');
         fprintf(stderr, "qwenc: %s\n", err.msg);

@@ -58,6 +58,9 @@ void usage(FILE *f) {
         "  -n N              tokens to generate (default 50; single-shot default 20)\n"
         "  --threads N       compute threads (default: physical cores)\n"
         "  --ctx N           context length (default 4096, at most the model's)\n"
+        "  --warmup          single-shot ids: one untimed pass over the prompt before the\n"
+        "                    timed run (weights paged in and cached, as benchmarks of\n"
+        "                    other engines measure)\n"
         "  --quant q8_0      quantize the weights to Q8_0 at load (8.5 bits per weight:\n"
         "                    about half the memory traffic of BF16; none = keep as stored)\n"
         "Environment:\n"
@@ -160,6 +163,7 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
             NEED_ARG; if (parse_long(a, v, 1, 1024, &l)) return -1; o->threads = (int)l;
         }
+        else if (!strcmp(a, "--warmup")) o->warmup = 1;
         else if (!strcmp(a, "--quant")) {
             NEED_ARG;
             if (!strcmp(v, "q8_0") || !strcmp(v, "Q8_0")) o->quant = QW_Q8_0;

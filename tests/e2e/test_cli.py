@@ -55,6 +55,15 @@ def test_seed_single_shot_form(model_dir):
     assert ids == g
 
 
+def test_warmup_changes_nothing_but_timing(model_dir):
+    """--warmup runs the prompt once untimed; the timed run rewrites the cache
+    from position 0, so the tokens are those of a plain run."""
+    args = ["--tokens", IDS, "-n", "8", "--greedy", "--threads", THREADS]
+    a = out_ids(run([QWENC, model_dir] + args), 8)
+    b = out_ids(run([QWENC, model_dir] + args + ["--warmup"]), 8)
+    assert a == b
+
+
 def test_cli_matches_socket_server(model_dir):
     d = tempfile.mkdtemp(prefix="qwe2e", dir="/tmp")
     try:
@@ -137,7 +146,8 @@ def test_help_lists_every_option():
     for opt in ["--tokens", "-n", "--logits-out", "--prompt", "--system", "--raw", "--tokenize",
                 "--detokenize", "--greedy", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                 "--presence-penalty", "--frequency-penalty", "--seed", "--threads", "--ctx", "--http",
-                "--host", "--parallel", "--queue", "--api-key", "--cors", "--max-body", "--server"]:
+                "--host", "--parallel", "--queue", "--api-key", "--cors", "--max-body", "--server", "--quant",
+                "--warmup"]:
         assert re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", h), f"--help does not mention {opt}"
 
 
