@@ -1,8 +1,9 @@
 /* pool.c - persistent pthread pool for data-parallel loops (see pool.h).
  *
- * A job is nth shares, fn(arg, share, nth) for share in [0, nth). It is
- * published by writing fn/arg, the count of unfinished shares (pending) and
- * the next unclaimed share (next = 1), then bumping the generation counter
+ * A job is n shares, fn(arg, share, n) for share in [0, n) (n = the thread
+ * count for pool_run, any n >= 1 for pool_run_n). It is published by
+ * writing fn/arg/shares, the count of unfinished shares (pending) and the
+ * next unclaimed share (next = 1), then bumping the generation counter
  * `gen`. Workers spin on `gen` for up to SPIN_US microseconds after each
  * job, so the ~170 jobs of a decode step each cost well under a microsecond
  * to dispatch; after that they sleep on a condition variable.
@@ -61,6 +62,7 @@ struct qw_pool {
     worker *w;    /* n - 1 workers */
     qw_pool_fn fn;
     void *arg;
+    atomic_int shares;  /* shares of the current job (atomic: read by late claimers) */
     atomic_uint gen;
     atomic_int pending; /* shares not yet finished */
     atomic_int next;    /* next unclaimed share */
@@ -102,8 +104,9 @@ static unsigned wait_job(qw_pool *p, unsigned seen) {
 static void run_shares(qw_pool *p) {
     for (;;) {
         int share = atomic_fetch_add_explicit(&p->next, 1, memory_order_acq_rel);
-        if (share >= p->n) return;
-        p->fn(p->arg, share, p->n);
+        int n = atomic_load_explicit(&p->shares, memory_order_relaxed); /* ordered by the claim */
+        if (share >= n) return;
+        p->fn(p->arg, share, n);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
 }
@@ -136,7 +139,8 @@ qw_pool *pool_create(int n_threads) {
     p->n = n_threads;
     atomic_init(&p->gen, 0);
     atomic_init(&p->pending, 0);
-    atomic_init(&p->next, n_threads); /* no job: every share claimed */
+    atomic_init(&p->shares, n_threads);
+    atomic_init(&p->next, 1 << 30); /* no job: every share claimed */
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, 0);
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
@@ -182,17 +186,25 @@ void pool_free(qw_pool *p) {
 
 int pool_threads(const qw_pool *p) { return p ? p->n : 1; }
 
-void pool_run(qw_pool *p, qw_pool_fn fn, void *arg) {
+void pool_run(qw_pool *p, qw_pool_fn fn, void *arg) { pool_run_n(p, fn, arg, p ? p->n : 1); }
+
+void pool_run_n(qw_pool *p, qw_pool_fn fn, void *arg, int n_shares) {
+    if (n_shares < 1) n_shares = 1;
     if (!p || p->n == 1) {
+        for (int s = 0; s < n_shares; s++) fn(arg, s, n_shares);
+        return;
+    }
+    if (n_shares == 1) { /* nothing to share: no dispatch */
         fn(arg, 0, 1);
         return;
     }
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    atomic_store_explicit(&p->next, 1, memory_order_release); /* after fn/arg */
-    publish(p); /* release: fn, arg, pending and next are visible to workers */
-    fn(arg, 0, p->n);
+    atomic_store_explicit(&p->shares, n_shares, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, n_shares - 1, memory_order_relaxed);
+    atomic_store_explicit(&p->next, 1, memory_order_release); /* after fn/arg/shares */
+    publish(p); /* release: fn, arg, shares, pending and next are visible to workers */
+    fn(arg, 0, n_shares);
     run_shares(p); /* the shares no worker has claimed yet */
     /* Claimed shares normally finish within microseconds; if the machine is
      * oversubscribed and a worker was preempted mid-share, give it the CPU. */

@@ -21,6 +21,13 @@ void pool_free(qw_pool *p);
 int pool_threads(const qw_pool *p);
 void pool_run(qw_pool *p, qw_pool_fn fn, void *arg);
 
+/* The same job cut into n_shares pieces (fn(arg, share, n_shares) for every
+ * share, on whichever thread claims it): more shares than threads keep a
+ * preempted thread from holding back a large fraction of the work on a
+ * shared machine. Share indices are unique within a job; fn must not use
+ * them as thread ids. */
+void pool_run_n(qw_pool *p, qw_pool_fn fn, void *arg, int n_shares);
+
 /* Split [0, n) into nth near-equal chunks, rounded to multiples of `align`;
  * returns thread tid's chunk in *lo, *hi (possibly empty). */
 void pool_split(int64_t n, int64_t align, int tid, int nth, int64_t *lo, int64_t *hi);

@@ -112,6 +112,29 @@ int main(void) {
             }
         }
         CHECK(bad_plain == 0, "nth=%d: %d plain writes not visible after pool_run", nth, bad_plain);
+
+        /* pool_run_n: any number of shares, interleaved with pool_run jobs of
+         * nth shares (a late worker must never run a share of the wrong job) */
+        static const int share_counts[] = {1, 2, 3, 7, 16, 64};
+        bad = bad_calls = bad_tid = 0;
+        for (int r = 0; r < (nth <= 2 ? 3000 : 300); r++) {
+            int ns = share_counts[r % 6];
+            job j = {.n = sizes[(r * 7) % NS], .align = 1 + r % 3, .hits = hits};
+            for (int64_t i = 0; i < j.n; i++) atomic_init(&hits[i], 0);
+            atomic_init(&j.calls, 0);
+            if (r % 4 == 3) {
+                pool_run(p, cover, &j);
+                ns = nth;
+            } else
+                pool_run_n(p, cover, &j, ns);
+            for (int64_t i = 0; i < j.n; i++)
+                if (atomic_load(&hits[i]) != 1) bad++;
+            if (atomic_load(&j.calls) != ns) bad_calls++;
+            bad_tid |= j.bad_tid;
+        }
+        CHECK(bad == 0, "nth=%d pool_run_n: %d indices not covered exactly once", nth, bad);
+        CHECK(bad_calls == 0, "nth=%d pool_run_n: %d jobs without exactly n_shares calls", nth, bad_calls);
+        CHECK(!bad_tid, "nth=%d pool_run_n: share index out of range", nth);
         free(hits);
         pool_free(p);
     }
