@@ -1,0 +1,241 @@
+/* attn_avx2.c - the attention kernel (kernels.h: attn) for AVX2 + FMA.
+ *
+ * Compiled with the *_avx2.c flags (-mavx2 -mfma -mf16c) and installed only
+ * when cpu.c found AVX2; a stub on other architectures.
+ *
+ * One call handles the nq query heads of one kv head, in two passes over the
+ * cache, each reading every row once, contiguously, for all nq heads:
+ *  1. scores: 8 K rows at a time, for each head in turn (8 accumulators
+ *     of 8 lanes over hd, the K loads folded into the FMAs, two hsum4x8),
+ *     K prefetched PF_ROWS rows ahead; then per head max, exp
+ *     (qw_exp8_avx2) and sum;
+ *  2. weighted V sum: blocks of PB positions (the block's V rows and
+ *     weights stay in L1 while it is swept by tiles of up to 4 heads x 16
+ *     dims, two positions per loop trip), the next block prefetched during
+ *     the first tile; the output rows hold the running sums between
+ *     blocks; finally out *= 1 / sum.
+ * Measured (Zen 3, hd 64, 7 heads, 1000 rows): ~33 us per call with the
+ * cache in L2 (~370 instructions per row, 112 of them FMAs), ~65 us
+ * streaming from DRAM; the old matmul-kernel path took ~2x as long.
+ * Software prefetch distances 0..128 rows made no measurable difference.
+ * Invariance (kernels.h): every score is one 8-lane FMA chain over hd in
+ * order, hsum4x8 (lane r depends on row r only; a short last tile repeats
+ * its last row), a scalar FMA tail, times scale; every output element is
+ * one FMA chain over p in order. None of this depends on nq, on which
+ * heads share a tile, or on the block a position falls in.
+ */
+#include "kernels/kernels_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/simd_exp.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+enum {
+    PB = 64,       /* positions per V block: 16 KB of V at hd = 64 */
+    PF_ROWS = 16,  /* K rows prefetched ahead of the scores tile (0: none) */
+    PF_V = 1,      /* prefetch the next V block (0: leave it to the hardware) */
+    MAX_HEADS = 32 /* heads per chunk (1 / sum kept on the stack) */
+};
+
+/* {sum(a), sum(b), sum(c), sum(d)}; lane r depends only on its input. */
+INLINE __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
+    __m256 ab = _mm256_hadd_ps(a, b);
+    __m256 cd = _mm256_hadd_ps(c, d);
+    __m256 s = _mm256_hadd_ps(ab, cd);
+    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE float fma1(float a, float b, float c) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+/* Scores of one head for rows r0..r0+nr-1 (nr <= 8; k[r] points at row
+ * r0 + min(r, nr-1)): s[r] = (q . k[r]) * scale. The 8 rows each take one
+ * accumulator, the K loads fold into the FMAs and q is loaded once per 8
+ * columns; two hsum4x8 give the 8 sums. */
+INLINE void score_rows8(float *s, int64_t nr, const float *const k[8], const float *q, int64_t hd, float scale) {
+    __m256 acc[8];
+    UNROLL for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        __m256 qv = _mm256_loadu_ps(q + i);
+        UNROLL for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(k[r] + i), qv, acc[r]);
+    }
+    __m128 lo = hsum4x8(acc[0], acc[1], acc[2], acc[3]), hi = hsum4x8(acc[4], acc[5], acc[6], acc[7]);
+    __m128 sc = _mm_set1_ps(scale);
+    if (i == hd && nr == 8) { /* no column tail: the same bits as the loop below */
+        _mm_storeu_ps(s, _mm_mul_ps(lo, sc));
+        _mm_storeu_ps(s + 4, _mm_mul_ps(hi, sc));
+        return;
+    }
+    float o[8];
+    _mm_storeu_ps(o, lo);
+    _mm_storeu_ps(o + 4, hi);
+    for (int64_t r = 0; r < nr; r++) {
+        float a = o[r];
+        for (int64_t j = i; j < hd; j++) a = fma1(k[r][j], q[j], a);
+        s[r] = a * scale;
+    }
+}
+
+/* Running sums out[h0 + h][d0 .. d0 + 8 DV) += sum_{p in [p0, p1)} S[h0 + h][p] V[p][...]
+ * for NH heads (first block: start from zero). pf: also prefetch the V row
+ * PB positions ahead (the next block). */
+INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
+                   int64_t p1, int64_t d0, int64_t h0, const int NH, const int DV, int first, int pf) {
+    __m256 acc[4][2];
+    UNROLL for (int h = 0; h < NH; h++)
+        UNROLL for (int j = 0; j < DV; j++)
+            acc[h][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + (h0 + h) * hd + d0 + 8 * j);
+    int64_t p = p0;
+    for (; p + 2 <= p1; p += 2) { /* two positions per trip, each element's FMAs still in p order */
+        const float *v = V + p * ld + d0;
+        if (PF_V && pf && p + PB < n)
+            for (int64_t b = 0; b < hd; b += 16) {
+                _mm_prefetch((const char *)(V + (p + PB) * ld + b), _MM_HINT_T0);
+                _mm_prefetch((const char *)(V + (p + PB + 1) * ld + b), _MM_HINT_T0);
+            }
+        __m256 va[2], vb[2];
+        UNROLL for (int j = 0; j < DV; j++) va[j] = _mm256_loadu_ps(v + 8 * j);
+        UNROLL for (int j = 0; j < DV; j++) vb[j] = _mm256_loadu_ps(v + ld + 8 * j);
+        UNROLL for (int h = 0; h < NH; h++) {
+            __m256 w = _mm256_broadcast_ss(S + (h0 + h) * n + p);
+            UNROLL for (int j = 0; j < DV; j++) acc[h][j] = _mm256_fmadd_ps(w, va[j], acc[h][j]);
+            w = _mm256_broadcast_ss(S + (h0 + h) * n + p + 1);
+            UNROLL for (int j = 0; j < DV; j++) acc[h][j] = _mm256_fmadd_ps(w, vb[j], acc[h][j]);
+        }
+    }
+    for (; p < p1; p++) {
+        const float *v = V + p * ld + d0;
+        __m256 vv[2];
+        UNROLL for (int j = 0; j < DV; j++) vv[j] = _mm256_loadu_ps(v + 8 * j);
+        UNROLL for (int h = 0; h < NH; h++) {
+            __m256 w = _mm256_broadcast_ss(S + (h0 + h) * n + p);
+            UNROLL for (int j = 0; j < DV; j++) acc[h][j] = _mm256_fmadd_ps(w, vv[j], acc[h][j]);
+        }
+    }
+    UNROLL for (int h = 0; h < NH; h++)
+        UNROLL for (int j = 0; j < DV; j++) _mm256_storeu_ps(out + (h0 + h) * hd + d0 + 8 * j, acc[h][j]);
+}
+
+static void v_tile_any(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
+                       int64_t p1, int64_t d0, int64_t h0, int NH, int DV, int first, int pf) {
+#define VT(nh, dv) v_tile(out, S, n, V, ld, hd, p0, p1, d0, h0, nh, dv, first, pf)
+    switch (NH * 2 + DV - 1) {
+    case 9: VT(4, 2); break;
+    case 8: VT(4, 1); break;
+    case 7: VT(3, 2); break;
+    case 6: VT(3, 1); break;
+    case 5: VT(2, 2); break;
+    case 4: VT(2, 1); break;
+    case 3: VT(1, 2); break;
+    default: VT(1, 1); break;
+    }
+#undef VT
+}
+
+/* At most MAX_HEADS heads. */
+static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
+                       int64_t ld, int64_t n, float scale, float *S) {
+    /* 1. scores, 8 rows at a time for every head (the rows stay in L1) */
+    for (int64_t p = 0; p < n; p += 8) {
+        int64_t nr = n - p < 8 ? n - p : 8;
+        const float *k[8];
+        for (int r = 0; r < 8; r++) k[r] = K + (p + (r < nr ? r : nr - 1)) * ld;
+        if (PF_ROWS && p + PF_ROWS < n)
+            for (int r = 0; r < 8; r++)
+                for (int64_t b = 0; b < hd; b += 16)
+                    _mm_prefetch((const char *)(K + (p + PF_ROWS + r) * ld + b), _MM_HINT_T0);
+        for (int64_t h = 0; h < nq; h++) score_rows8(S + h * n + p, nr, k, q + h * hd, hd, scale);
+    }
+    /* softmax numerators and 1 / sum */
+    float inv[MAX_HEADS];
+    for (int64_t h = 0; h < nq; h++) {
+        float *s = S + h * n;
+        int64_t i = 0;
+        float mx = s[0];
+        if (n >= 8) {
+            __m256 m = _mm256_loadu_ps(s);
+            for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + i));
+            __m128 x = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+            x = _mm_max_ss(x, _mm_movehdup_ps(x));
+            mx = _mm_cvtss_f32(x);
+        }
+        for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+        __m256 mv = _mm256_set1_ps(mx), sv = _mm256_setzero_ps();
+        for (i = 0; i + 8 <= n; i += 8) {
+            __m256 e = qw_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+            _mm256_storeu_ps(s + i, e);
+            sv = _mm256_add_ps(sv, e);
+        }
+        float sum = hsum8(sv);
+        for (; i < n; i++) {
+            s[i] = expf(s[i] - mx);
+            sum += s[i];
+        }
+        inv[h] = 1.0f / sum;
+    }
+    /* 2. weighted sum of V rows, block by block */
+    int64_t hd8 = hd - hd % 8;
+    for (int64_t p0 = 0; p0 < n; p0 += PB) {
+        int64_t p1 = p0 + PB < n ? p0 + PB : n;
+        int first = p0 == 0;
+        for (int64_t d0 = 0; d0 < hd8;) {
+            int DV = d0 + 16 <= hd8 ? 2 : 1;
+            for (int64_t h = 0; h < nq;) {
+                int NH = nq - h < 4 ? (int)(nq - h) : 4;
+                v_tile_any(out, S, n, V, ld, hd, p0, p1, d0, h, NH, DV, first, d0 == 0 && h == 0);
+                h += NH;
+            }
+            d0 += 8 * DV;
+        }
+        for (int64_t h = 0; h < nq; h++)
+            for (int64_t d = hd8; d < hd; d++) {
+                float a = first ? 0.0f : out[h * hd + d];
+                for (int64_t p = p0; p < p1; p++) a = fma1(S[h * n + p], V[p * ld + d], a);
+                out[h * hd + d] = a;
+            }
+    }
+    for (int64_t h = 0; h < nq; h++) {
+        float *o = out + h * hd;
+        __m256 iv = _mm256_set1_ps(inv[h]);
+        int64_t d = 0;
+        for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), iv));
+        for (; d < hd; d++) o[d] *= inv[h];
+    }
+}
+
+static void attn_avx2(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
+                      int64_t ld, int64_t n, float scale, float *S) {
+    for (int64_t h = 0; h < nq; h += MAX_HEADS) {
+        int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
+        attn_chunk(out + h * hd, q + h * hd, m, hd, K, V, ld, n, scale, S);
+    }
+}
+
+int kernels_fill_attn_avx2(qw_kernels *k) {
+    k->attn = attn_avx2;
+    return 1;
+}
+
+#else
+
+int kernels_fill_attn_avx2(qw_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif
