@@ -4,20 +4,22 @@
  * when cpu.c found AVX2; a stub on other architectures.
  *
  * One call handles the nq query heads of one kv head, in two passes over the
- * cache, each reading every row once, contiguously, for all nq heads:
+ * cache, each reading every row once, front to back, for all nq heads:
  *  1. scores: 8 K rows at a time, for each head in turn (8 accumulators
- *     of 8 lanes over hd, the K loads folded into the FMAs, two hsum4x8),
- *     K prefetched PF_ROWS rows ahead; then per head max, exp
- *     (qw_exp8_avx2) and sum;
- *  2. weighted V sum: blocks of PB positions (the block's V rows and
- *     weights stay in L1 while it is swept by tiles of up to 4 heads x 16
- *     dims, two positions per loop trip), the next block prefetched during
- *     the first tile; the output rows hold the running sums between
- *     blocks; finally out *= 1 / sum.
- * Measured (Zen 3, hd 64, 7 heads, 1000 rows): ~33 us per call with the
- * cache in L2 (~370 instructions per row, 112 of them FMAs), ~65 us
- * streaming from DRAM; the old matmul-kernel path took ~2x as long.
- * Software prefetch distances 0..128 rows made no measurable difference.
+ *     of 8 lanes over hd, the K loads folded into the FMAs, two hsum4x8);
+ *     then per head max, exp (qw_exp8_avx2) and sum;
+ *  2. weighted V sum: blocks of PB positions (the block's V rows stay in
+ *     L1 while every head sweeps them: one head x up to 64 dims per tile,
+ *     8 accumulators, the V loads folded into the FMAs, two positions per
+ *     trip); the output rows hold the running sums between blocks; finally
+ *     out *= 1 / sum.
+ * Measured (Zen 3, hd 64, 7 heads, 1000 rows, /tmp micro-benchmark): ~32 us
+ * per call with the cache in L2 (~240 instructions per row, 112 of them
+ * FMAs: about load-port bound), 70-80 us per call when two threads stream
+ * their kv heads from DRAM between weight reads as in decode. Software
+ * prefetch (K and V, 0..128 rows ahead, spread or in bursts), 32/64/128-row
+ * V blocks and 4-head x 16-dim V tiles all measured the same within noise,
+ * so none is used.
  * Invariance (kernels.h): every score is one 8-lane FMA chain over hd in
  * order, hsum4x8 (lane r depends on row r only; a short last tile repeats
  * its last row), a scalar FMA tail, times scale; every output element is
@@ -37,8 +39,6 @@
 
 enum {
     PB = 64,       /* positions per V block: 16 KB of V at hd = 64 */
-    PF_ROWS = 16,  /* K rows prefetched ahead of the scores tile (0: none) */
-    PF_V = 1,      /* prefetch the next V block (0: leave it to the hardware) */
     MAX_HEADS = 32 /* heads per chunk (1 / sum kept on the stack) */
 };
 
@@ -69,7 +69,7 @@ INLINE void score_rows8(float *s, int64_t nr, const float *const k[8], const flo
     __m256 acc[8];
     UNROLL for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= hd; i += 8) {
+    _Pragma("GCC unroll 2") for (; i + 8 <= hd; i += 8) {
         __m256 qv = _mm256_loadu_ps(q + i);
         UNROLL for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(k[r] + i), qv, acc[r]);
     }
@@ -90,58 +90,38 @@ INLINE void score_rows8(float *s, int64_t nr, const float *const k[8], const flo
     }
 }
 
-/* Running sums out[h0 + h][d0 .. d0 + 8 DV) += sum_{p in [p0, p1)} S[h0 + h][p] V[p][...]
- * for NH heads (first block: start from zero). pf: also prefetch the V row
- * PB positions ahead (the next block). */
+/* Running sums out[h0][d0 .. d0 + 8 DV) += sum_{p in [p0, p1)} S[h0][p] V[p][...]
+ * (first block: start from zero). One head, up to 64 dims: DV accumulators,
+ * the V loads folded into the FMAs, one broadcast per position. */
 INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
-                   int64_t p1, int64_t d0, int64_t h0, const int NH, const int DV, int first, int pf) {
-    __m256 acc[4][2];
-    UNROLL for (int h = 0; h < NH; h++)
-        UNROLL for (int j = 0; j < DV; j++)
-            acc[h][j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + (h0 + h) * hd + d0 + 8 * j);
+                   int64_t p1, int64_t d0, int64_t h0, const int DV, int first) {
+    __m256 acc[8];
+    float *o = out + h0 * hd + d0;
+    const float *w = S + h0 * n;
+    UNROLL for (int j = 0; j < DV; j++) acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + 8 * j);
     int64_t p = p0;
-    for (; p + 2 <= p1; p += 2) { /* two positions per trip, each element's FMAs still in p order */
+    for (; p + 2 <= p1; p += 2) { /* two positions per trip; each element's FMAs stay in p order */
         const float *v = V + p * ld + d0;
-        if (PF_V && pf && p + PB < n)
-            for (int64_t b = 0; b < hd; b += 16) {
-                _mm_prefetch((const char *)(V + (p + PB) * ld + b), _MM_HINT_T0);
-                _mm_prefetch((const char *)(V + (p + PB + 1) * ld + b), _MM_HINT_T0);
-            }
-        __m256 va[2], vb[2];
-        UNROLL for (int j = 0; j < DV; j++) va[j] = _mm256_loadu_ps(v + 8 * j);
-        UNROLL for (int j = 0; j < DV; j++) vb[j] = _mm256_loadu_ps(v + ld + 8 * j);
-        UNROLL for (int h = 0; h < NH; h++) {
-            __m256 w = _mm256_broadcast_ss(S + (h0 + h) * n + p);
-            UNROLL for (int j = 0; j < DV; j++) acc[h][j] = _mm256_fmadd_ps(w, va[j], acc[h][j]);
-            w = _mm256_broadcast_ss(S + (h0 + h) * n + p + 1);
-            UNROLL for (int j = 0; j < DV; j++) acc[h][j] = _mm256_fmadd_ps(w, vb[j], acc[h][j]);
-        }
+        __m256 wa = _mm256_broadcast_ss(w + p), wb = _mm256_broadcast_ss(w + p + 1);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(v + 8 * j), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(v + ld + 8 * j), acc[j]);
     }
-    for (; p < p1; p++) {
+    if (p < p1) {
         const float *v = V + p * ld + d0;
-        __m256 vv[2];
-        UNROLL for (int j = 0; j < DV; j++) vv[j] = _mm256_loadu_ps(v + 8 * j);
-        UNROLL for (int h = 0; h < NH; h++) {
-            __m256 w = _mm256_broadcast_ss(S + (h0 + h) * n + p);
-            UNROLL for (int j = 0; j < DV; j++) acc[h][j] = _mm256_fmadd_ps(w, vv[j], acc[h][j]);
-        }
+        __m256 wa = _mm256_broadcast_ss(w + p);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(v + 8 * j), acc[j]);
     }
-    UNROLL for (int h = 0; h < NH; h++)
-        UNROLL for (int j = 0; j < DV; j++) _mm256_storeu_ps(out + (h0 + h) * hd + d0 + 8 * j, acc[h][j]);
+    UNROLL for (int j = 0; j < DV; j++) _mm256_storeu_ps(o + 8 * j, acc[j]);
 }
 
 static void v_tile_any(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
-                       int64_t p1, int64_t d0, int64_t h0, int NH, int DV, int first, int pf) {
-#define VT(nh, dv) v_tile(out, S, n, V, ld, hd, p0, p1, d0, h0, nh, dv, first, pf)
-    switch (NH * 2 + DV - 1) {
-    case 9: VT(4, 2); break;
-    case 8: VT(4, 1); break;
-    case 7: VT(3, 2); break;
-    case 6: VT(3, 1); break;
-    case 5: VT(2, 2); break;
-    case 4: VT(2, 1); break;
-    case 3: VT(1, 2); break;
-    default: VT(1, 1); break;
+                       int64_t p1, int64_t d0, int64_t h0, int DV, int first) {
+#define VT(dv) v_tile(out, S, n, V, ld, hd, p0, p1, d0, h0, dv, first)
+    switch (DV) {
+    case 8: VT(8); break;
+    case 4: VT(4); break;
+    case 2: VT(2); break;
+    default: VT(1); break;
     }
 #undef VT
 }
@@ -154,10 +134,6 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
         int64_t nr = n - p < 8 ? n - p : 8;
         const float *k[8];
         for (int r = 0; r < 8; r++) k[r] = K + (p + (r < nr ? r : nr - 1)) * ld;
-        if (PF_ROWS && p + PF_ROWS < n)
-            for (int r = 0; r < 8; r++)
-                for (int64_t b = 0; b < hd; b += 16)
-                    _mm_prefetch((const char *)(K + (p + PF_ROWS + r) * ld + b), _MM_HINT_T0);
         for (int64_t h = 0; h < nq; h++) score_rows8(S + h * n + p, nr, k, q + h * hd, hd, scale);
     }
     /* softmax numerators and 1 / sum */
@@ -194,12 +170,10 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
         int64_t p1 = p0 + PB < n ? p0 + PB : n;
         int first = p0 == 0;
         for (int64_t d0 = 0; d0 < hd8;) {
-            int DV = d0 + 16 <= hd8 ? 2 : 1;
-            for (int64_t h = 0; h < nq;) {
-                int NH = nq - h < 4 ? (int)(nq - h) : 4;
-                v_tile_any(out, S, n, V, ld, hd, p0, p1, d0, h, NH, DV, first, d0 == 0 && h == 0);
-                h += NH;
-            }
+            int64_t left = (hd8 - d0) / 8;
+            int DV = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            for (int64_t h = 0; h < nq; h++)
+                v_tile_any(out, S, n, V, ld, hd, p0, p1, d0, h, DV, first);
             d0 += 8 * DV;
         }
         for (int64_t h = 0; h < nq; h++)

@@ -2,11 +2,12 @@
  *
  * The same two passes as attn_avx2.c, with 4-lane vectors:
  *  1. scores: tiles of 4 K rows x 2 heads (8 accumulators over hd, each
- *     reduced on its own by vaddvq_f32), K prefetched PF_ROWS rows ahead;
- *     per head max, exp (qw_exp4_neon) and sum;
+ *     reduced on its own by vaddvq_f32); per head max, exp (qw_exp4_neon)
+ *     and sum;
  *  2. weighted V sum: blocks of PB positions swept by tiles of up to
- *     4 heads x 16 dims (16 accumulators; arm64 has 32 vector registers),
- *     the next block prefetched during the first tile; out *= 1 / sum.
+ *     4 heads x 16 dims (16 accumulators; arm64 has 32 vector registers);
+ *     out *= 1 / sum. No software prefetch: on x86 it measured no gain
+ *     for these front-to-back streams (attn_avx2.c).
  * Invariance as in kernels.h: every score is one FMA chain over hd in
  * order, every output element one FMA chain over p in order, whatever nq,
  * the tile or the block. A stub on other architectures.
@@ -22,7 +23,7 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-enum { PB = 64, PF_ROWS = 16, MAX_HEADS = 32 };
+enum { PB = 64, MAX_HEADS = 32 };
 
 /* Scores of rows p..p+nr-1 (k[r] points at row p + min(r, nr-1)) for NH
  * heads starting at q: s[h * n + p + r]. */
@@ -49,17 +50,15 @@ INLINE void score_tile(float *s, int64_t n, int64_t p, int64_t nr, const float *
 }
 
 /* out[h0 + h][d0 .. d0 + 4 DV) += sum_{p in [p0, p1)} S[h0 + h][p] V[p][...]
- * (first block: from zero); pf: prefetch the V row PB positions ahead. */
+ * (first block: from zero). */
 INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
-                   int64_t p1, int64_t d0, int64_t h0, const int NH, const int DV, int first, int pf) {
+                   int64_t p1, int64_t d0, int64_t h0, const int NH, const int DV, int first) {
     float32x4_t acc[4][4];
     UNROLL for (int h = 0; h < NH; h++)
         UNROLL for (int j = 0; j < DV; j++)
             acc[h][j] = first ? vdupq_n_f32(0.0f) : vld1q_f32(out + (h0 + h) * hd + d0 + 4 * j);
     for (int64_t p = p0; p < p1; p++) {
         const float *v = V + p * ld + d0;
-        if (pf && p + PB < n)
-            for (int64_t b = 0; b < hd; b += 16) __builtin_prefetch(V + (p + PB) * ld + b);
         float32x4_t vv[4];
         UNROLL for (int j = 0; j < DV; j++) vv[j] = vld1q_f32(v + 4 * j);
         UNROLL for (int h = 0; h < NH; h++) {
@@ -72,8 +71,8 @@ INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_
 }
 
 static void v_tile_any(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
-                       int64_t p1, int64_t d0, int64_t h0, int NH, int DV, int first, int pf) {
-#define VT(nh, dv) v_tile(out, S, n, V, ld, hd, p0, p1, d0, h0, nh, dv, first, pf)
+                       int64_t p1, int64_t d0, int64_t h0, int NH, int DV, int first) {
+#define VT(nh, dv) v_tile(out, S, n, V, ld, hd, p0, p1, d0, h0, nh, dv, first)
     switch (NH * 8 + DV) {
     case 36: VT(4, 4); break;
     case 33: VT(4, 1); break;
@@ -93,9 +92,6 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
         int64_t nr = n - p < 4 ? n - p : 4;
         const float *k[4];
         for (int r = 0; r < 4; r++) k[r] = K + (p + (r < nr ? r : nr - 1)) * ld;
-        if (p + PF_ROWS < n)
-            for (int r = 0; r < 4; r++)
-                for (int64_t b = 0; b < hd; b += 16) __builtin_prefetch(K + (p + PF_ROWS + r) * ld + b);
         int64_t h = 0;
         for (; h + 2 <= nq; h += 2) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 2, scale);
         if (h < nq) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 1, scale);
@@ -132,7 +128,7 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
             int DV = d0 + 16 <= hd4 ? 4 : 1;
             for (int64_t h = 0; h < nq;) {
                 int NH = nq - h < 4 ? (int)(nq - h) : 4;
-                v_tile_any(out, S, n, V, ld, hd, p0, p1, d0, h, NH, DV, first, d0 == 0 && h == 0);
+                v_tile_any(out, S, n, V, ld, hd, p0, p1, d0, h, NH, DV, first);
                 h += NH;
             }
             d0 += 4 * DV;
