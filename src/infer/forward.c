@@ -16,8 +16,9 @@
  * Threads: every matmul is split by output rows over the pool (all n tokens
  * of the batch go through one kernel call, so prefill is matrix-matrix);
  * attention is split over (token, kv head) pairs, each one call of the
- * fused attention kernel (kernels.h: attn) for the kv head's query heads. The small per-token steps
- * (norms, bias, RoPE, residual adds) run on the calling thread.
+ * fused attention kernel (kernels.h: attn) for the kv head's query heads.
+ * The small per-token steps (norms, bias, RoPE, residual adds) run on the
+ * calling thread.
  */
 #include "infer/forward.h"
 
