@@ -15,8 +15,10 @@
  *
  * Threads: every matmul is split by output rows over the pool (all n tokens
  * of the batch go through one kernel call, so prefill is matrix-matrix);
- * attention is split over (token, kv head) pairs. The small per-token steps
- * (norms, bias, RoPE, residual adds) run on the calling thread.
+ * attention is split over (token, kv head) pairs, each one call of the
+ * fused attention kernel (kernels.h: attn) for the kv head's query heads.
+ * The small per-token steps (norms, bias, RoPE, residual adds) run on the
+ * calling thread.
  */
 #include "infer/forward.h"
 
@@ -40,11 +42,12 @@ struct qw_ctx {
     int64_t head_stride;  /* floats per kv head in one layer: n_ctx * hd */
     int64_t layer_stride; /* floats per layer in one slot's cache: n_kv_heads * head_stride */
     int64_t slot_stride;  /* floats per slot: n_layers * layer_stride */
-    /* Per kv head, K is row-major [pos][hd] and V is transposed [hd][pos],
-     * so that attention runs as matmul kernel calls: scores = Q K^T over
-     * rows 0..pos of K, and out[d] = probs . V^T[d] over 0..pos. */
+    /* Per kv head, K and V are row-major [pos][hd]: the attention kernel
+     * reads rows 0..pos of each once, front to back (one contiguous stream
+     * per kv head; 64-byte aligned so that no vector load splits a line
+     * when hd * 4 is a multiple of 64). */
     float *k_cache;       /* [n_slots][n_layers][n_kv_heads][n_ctx][hd] */
-    float *v_cache;       /* [n_slots][n_layers][n_kv_heads][hd][n_ctx] */
+    float *v_cache;       /* [n_slots][n_layers][n_kv_heads][n_ctx][hd] */
     float *rope_cos;      /* [n_ctx][hd/2] */
     float *rope_sin;      /* [n_ctx][hd/2] */
     /* activations for up to max_batch tokens */
@@ -57,7 +60,7 @@ struct qw_ctx {
     float *tmp;     /* [B][hidden] output of o_proj / down_proj */
     float *gate;    /* [B][inter] */
     float *up;      /* [B][inter] */
-    float *scores;  /* [ATT_MAX_THREADS][group][n_ctx] (group = query heads per kv head) */
+    float *scores;  /* [ATT_MAX_THREADS][group * n_ctx] attn kernel scratch (group = query heads per kv head) */
     float *logits;  /* [B][vocab]; pages touched only for rows in use */
     int32_t *out_rows;  /* [B] batch index of each logits row */
     int n_out;
@@ -68,6 +71,12 @@ struct qw_ctx {
 };
 
 static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
+
+/* Cache-line aligned (free() releases it); NULL when out of memory. */
+static void *xmalloc64(size_t n) {
+    void *p = NULL;
+    return posix_memalign(&p, 64, n ? n : 1) == 0 ? p : NULL;
+}
 
 void ctx_free(qw_ctx *c) {
     if (!c) return;
@@ -147,8 +156,8 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     size_t B = (size_t)max_batch, F = sizeof(float);
     size_t kv = (size_t)n_slots * (size_t)c->slot_stride * F;
     /* KV pages are touched only as positions are written. */
-    c->k_cache = xmalloc(kv);
-    c->v_cache = xmalloc(kv);
+    c->k_cache = xmalloc64(kv);
+    c->v_cache = xmalloc64(kv);
     c->rope_cos = xmalloc((size_t)n_ctx * (size_t)(c->hd / 2) * F);
     c->rope_sin = xmalloc((size_t)n_ctx * (size_t)(c->hd / 2) * F);
     c->x = xmalloc(B * (size_t)cfg->hidden * F);
@@ -233,11 +242,11 @@ static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int
 }
 
 /* Causal GQA attention at one layer, one work item per (token, kv head):
- * the `group` query heads that share a kv head are done together, so each
- * K and V row is read once for all of them:
- *   S[h][p] = (q_h . K[p]) * scale              one matmul, n = group, rows 0..pos
- *   S[h]    = softmax(S[h][0..pos])
- *   out_h[d] = S[h][0..pos] . V^T[d][0..pos]     one matmul per d, n = group */
+ * the `group` query heads that share a kv head go through one attn kernel
+ * call, so each K and V row of positions 0..pos is read once for all of
+ * them. The kernel's result for a head does not depend on the other heads
+ * of the call, so neither the batch nor the thread count (which may split a
+ * group's heads, below) changes any bit of a token's attention output. */
 static void att_run(void *arg, int tid, int nth) {
     qw_ctx *c = arg;
     if (tid >= ATT_MAX_THREADS) return;
@@ -261,19 +270,9 @@ static void att_run(void *arg, int tid, int nth) {
         if (nq <= 0) continue;
         int slot = b->slot ? b->slot[t] : 0, pos = b->pos[t];
         int64_t base = slot * c->slot_stride + c->layer * c->layer_stride + g * c->head_stride;
-        const float *kc = c->k_cache + base; /* [n_ctx][hd] */
-        const float *vt = c->v_cache + base; /* [hd][n_ctx] */
         int64_t qoff = (int64_t)t * c->q_dim + ((int64_t)g * group + h0) * hd;
-        const float *q = c->q + qoff; /* [nq][hd] */
-        float *o = c->att + qoff;     /* [nq][hd] */
-        K->matmul[QW_F32](S, c->n_ctx, q, hd, nq, kc, hd, 0, pos + 1);
-        for (int h = 0; h < nq; h++) {
-            float *sh = S + (int64_t)h * c->n_ctx;
-            K->scale(sh, scale, pos + 1);
-            K->softmax(sh, pos + 1);
-        }
-        for (int d = 0; d < hd; d++)
-            K->matmul[QW_F32](o + d, hd, S, c->n_ctx, nq, vt + (int64_t)d * c->n_ctx, pos + 1, 0, 1);
+        /* q, att: [nq][hd]; caches: [n_ctx][hd] */
+        K->attn(c->att + qoff, c->q + qoff, nq, hd, c->k_cache + base, c->v_cache + base, hd, pos + 1, scale, S);
     }
 }
 
@@ -329,8 +328,7 @@ static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l, i
         for (int g = 0; g < c->nkv; g++) {
             int64_t base = slot * c->slot_stride + l * c->layer_stride + g * c->head_stride;
             memcpy(c->k_cache + base + (int64_t)pos * hd, k + (int64_t)g * hd, (size_t)hd * sizeof(float));
-            float *vt = c->v_cache + base + pos;
-            for (int d = 0; d < hd; d++) vt[(int64_t)d * c->n_ctx] = v[(int64_t)g * hd + d];
+            memcpy(c->v_cache + base + (int64_t)pos * hd, v + (int64_t)g * hd, (size_t)hd * sizeof(float));
         }
     }
 }

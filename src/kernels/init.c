@@ -46,11 +46,12 @@ static void build(void) {
     g_compiled[LV_AVX512] = HAVE_AVX512;
     g_compiled[LV_NEON] = HAVE_NEON;
     kernels_fill_ref(&g_tab[LV_REF]);
+    kernels_fill_attn_ref(&g_tab[LV_REF]);
     g_tab[LV_REF].name = "ref";
 
     g_tab[LV_AVX2] = g_tab[LV_REF];
     if (g_compiled[LV_AVX2] && cpu_has(LV_AVX2))
-        g_compiled[LV_AVX2] = kernels_fill_avx2(&g_tab[LV_AVX2]);
+        g_compiled[LV_AVX2] = kernels_fill_avx2(&g_tab[LV_AVX2]) && kernels_fill_attn_avx2(&g_tab[LV_AVX2]);
     g_tab[LV_AVX2].name = "avx2";
 
     g_tab[LV_AVX512] = g_tab[LV_AVX2];
@@ -60,7 +61,7 @@ static void build(void) {
 
     g_tab[LV_NEON] = g_tab[LV_REF];
     if (g_compiled[LV_NEON] && cpu_has(LV_NEON))
-        g_compiled[LV_NEON] = kernels_fill_neon(&g_tab[LV_NEON]);
+        g_compiled[LV_NEON] = kernels_fill_neon(&g_tab[LV_NEON]) && kernels_fill_attn_neon(&g_tab[LV_NEON]);
     g_tab[LV_NEON].name = "neon";
 
     for (int i = 0; i < LV_COUNT; i++)

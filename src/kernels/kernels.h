@@ -89,6 +89,21 @@ typedef struct qw_kernels {
     void (*softmax)(float *x, int64_t n);
     /* y[i] += x[i] */
     void (*add)(float *y, const float *x, int64_t n);
+
+    /* Attention of nq query heads sharing one kv head, over cache rows
+     * 0..n-1 (n >= 1), as transformers' eager attention computes it:
+     *   s[h][p] = (q[h] . K[p]) * scale
+     *   out[h]  = sum_p softmax(s[h])[p] * V[p]
+     * q, out: nq rows of hd floats (row stride hd; out must not overlap q,
+     * K, V or S). K, V: n rows of hd floats, row stride ld (the cache).
+     * S: scratch of nq * n floats. Every cache row is read once for all nq
+     * heads, in one pass over K and one over V.
+     * Invariance: each head's output is computed with the same sequence of
+     * float operations whatever nq and the head's place among the nq, so
+     * splitting a group's heads over threads, or running a token alone or
+     * in a batch, gives the same bits. */
+    void (*attn)(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
+                 int64_t ld, int64_t n, float scale, float *S);
 } qw_kernels;
 
 /* Detect the CPU and select the best level (or the one QWENC_ISA names).

@@ -25,6 +25,11 @@ void kernels_fill_ref(qw_kernels *k);
 int kernels_fill_avx2(qw_kernels *k);
 int kernels_fill_avx512(qw_kernels *k);
 int kernels_fill_neon(qw_kernels *k);
+/* The attention entry of each level lives in its own file (attn_*.c); same
+ * contract as the fills above. */
+void kernels_fill_attn_ref(qw_kernels *k);
+int kernels_fill_attn_avx2(qw_kernels *k);
+int kernels_fill_attn_neon(qw_kernels *k);
 
 /* CPU capability bits (cpu.c). A level bit is set only when the CPU has
  * every feature that level's file is compiled with AND the OS saves the

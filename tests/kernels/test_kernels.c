@@ -7,7 +7,8 @@
  * in the conversions). Outputs outside [o0, o1) must be untouched.
  * Matmul batch invariance (check_batch_invariance): every row of an n-row
  * product (n = 1..17, several o0/o1) is bitwise equal to the n = 1 product,
- * with the weights at an odd byte address.
+ * with the weights at an odd byte address. Attention (check_attn): against
+ * float64 and ref, and each head's bits independent of the other heads.
  *
  * Tolerances (u = FLT_EPSILON / 2, the float32 unit roundoff):
  *  - sums of k products (matmul, dot): any summation order, with or without
@@ -503,6 +504,131 @@ static void check_exp_kernels(const qw_kernels *L) {
     free(gr);
 }
 
+/* One attention case (kernels.h: attn): nq heads of width hd over n cache
+ * rows of stride ld (the gaps hold NaN, so reading them would show),
+ * unaligned q/K/V/out, a scratch full of garbage. Checks, for level L:
+ *  - against a float64 oracle. Bound: each score's error is at most
+ *    d_p = 1.01 hd u sum_i |q_i k_i| scale + u |s_p| (dot product, then the
+ *    scale multiply); a weight w_p = e_p / sum e then has relative error at
+ *    most 2 max d_p (shift invariance: the error of the max cancels) plus
+ *    exp (EXP_ULPS ulp), the subtraction s_p - max (<= u |s_p - max|
+ *    relative on the argument) and the sum of n terms (n u) and 1/sum and
+ *    the final multiply (2 u); the weighted sum of n terms adds n u of
+ *    sum_p w_p |V_pd|. So |out - exact| <= (2 max d + max u|s_p - max| +
+ *    (2 EXP_ULPS + 2n + 4) u) * 1.01 * sum_p w_p |V_pd|, + 1e-37 for weights
+ *    the SIMD exp flushes below e^-87;
+ *  - against ref within twice that;
+ *  - out untouched outside its nq x hd floats;
+ *  - each head's result bitwise equal to the same head computed alone
+ *    (nq = 1), and to the heads split [0, a) + [a, nq) over two calls (what
+ *    the forward pass does when it splits a group over threads). */
+static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, int64_t ld, float qmag) {
+    const double u = FLT_EPSILON / 2;
+    float *qb = malloc((size_t)(nq * hd + 1) * 4), *kb = malloc((size_t)(n * ld + 1) * 4);
+    float *vb = malloc((size_t)(n * ld + 1) * 4), *ob = malloc((size_t)(nq * hd + 9) * 4);
+    float *orf = malloc((size_t)(nq * hd) * 4), *o1 = malloc((size_t)(hd + 8) * 4), *o2 = malloc((size_t)(nq * hd) * 4);
+    float *S = malloc((size_t)(nq * n) * 4);
+    float *q = qb + 1, *K = kb + 1, *V = vb + 1, *out = ob + 1;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t i = 0; i < nq * hd; i++) q[i] = frand() * qmag;
+    for (int64_t i = 0; i < n * ld; i++) {
+        int gap = i % ld >= hd;
+        K[i] = gap ? NAN : frand();
+        V[i] = gap ? NAN : frand() * 2;
+    }
+    for (int64_t i = 0; i < nq * hd + 9; i++) ob[i] = SENTINEL;
+    for (int64_t i = 0; i < nq * n; i++) S[i] = 1e30f;
+    L->attn(out, q, nq, hd, K, V, ld, n, scale, S);
+    for (int64_t i = 0; i < nq * n; i++) S[i] = -7.0f;
+    g_ref->attn(orf, q, nq, hd, K, V, ld, n, scale, S);
+    int bad = 0, bad_guard = 0, bad_split = 0;
+    CHECK(ob[0] == SENTINEL, "%s attn wrote before out", L->name);
+    for (int64_t i = nq * hd + 1; i < nq * hd + 9; i++)
+        if (ob[i] != SENTINEL) bad_guard++;
+    double *sc = malloc((size_t)n * sizeof(double)), *dl = malloc((size_t)n * sizeof(double));
+    for (int64_t h = 0; h < nq; h++) {
+        double mx = -INFINITY, dmax = 0, smax = 0, sum = 0;
+        for (int64_t p = 0; p < n; p++) {
+            double a = 0, ab = 0;
+            for (int64_t i = 0; i < hd; i++) {
+                double t = (double)q[h * hd + i] * K[p * ld + i];
+                a += t;
+                ab += fabs(t);
+            }
+            sc[p] = a * scale;
+            dl[p] = 1.01 * (double)hd * u * ab * scale + u * fabs(sc[p]);
+            if (sc[p] > mx) mx = sc[p];
+            if (dl[p] > dmax) dmax = dl[p];
+        }
+        for (int64_t p = 0; p < n; p++) {
+            sum += exp(sc[p] - mx);
+            if (u * fabs(sc[p] - mx) > smax) smax = u * fabs(sc[p] - mx);
+        }
+        double rel = (2 * dmax + smax + (2 * EXP_ULPS + 2.0 * (double)n + 4) * u) * 1.01;
+        for (int64_t d = 0; d < hd; d++) {
+            double ex = 0, mag = 0;
+            for (int64_t p = 0; p < n; p++) {
+                double w = exp(sc[p] - mx) / sum;
+                ex += w * V[p * ld + d];
+                mag += w * fabs(V[p * ld + d]);
+            }
+            double tol = rel * mag + 1e-37;
+            double got = out[h * hd + d], e1 = fabs(got - ex), e2 = fabs(got - orf[h * hd + d]);
+            if (!(e1 <= tol) || !(e2 <= 2 * tol)) {
+                if (g_fail_prints++ < 10)
+                    fprintf(stderr, "  %s attn nq=%lld hd=%lld n=%lld h=%lld d=%lld: got %.9g ref %.9g exact %.9g tol %.3g\n",
+                            L->name, (long long)nq, (long long)hd, (long long)n, (long long)h, (long long)d, got,
+                            orf[h * hd + d], ex, tol);
+                bad++;
+            }
+        }
+        /* the same head alone */
+        L->attn(o1, q + h * hd, 1, hd, K, V, ld, n, scale, S);
+        if (memcmp(o1, out + h * hd, (size_t)hd * 4) != 0) bad_split++;
+    }
+    int64_t a = nq / 2;
+    if (a > 0) {
+        L->attn(o2, q, a, hd, K, V, ld, n, scale, S);
+        L->attn(o2 + a * hd, q + a * hd, nq - a, hd, K, V, ld, n, scale, S);
+        if (memcmp(o2, out, (size_t)(nq * hd) * 4) != 0) bad_split++;
+    }
+    CHECK(bad == 0, "%s attn nq=%lld hd=%lld n=%lld ld=%lld: %d bad", L->name, (long long)nq, (long long)hd,
+          (long long)n, (long long)ld, bad);
+    CHECK(bad_guard == 0, "%s attn nq=%lld hd=%lld n=%lld wrote past out", L->name, (long long)nq, (long long)hd,
+          (long long)n);
+    CHECK(bad_split == 0, "%s attn nq=%lld hd=%lld n=%lld: a head's bits depend on the other heads", L->name,
+          (long long)nq, (long long)hd, (long long)n);
+    free(sc);
+    free(dl);
+    free(qb);
+    free(kb);
+    free(vb);
+    free(ob);
+    free(orf);
+    free(o1);
+    free(o2);
+    free(S);
+}
+
+/* Sizes around every tile edge: hd around the 8/16-float vectors (and 64,
+ * 128: Qwen2's head widths), n around the 4/8-row score tiles and the
+ * 64-position V blocks, nq around the 4-head V tiles and the 32-head
+ * chunks; peaked (qmag 8) and flat (qmag 0.1) softmaxes. */
+static void check_attn(const qw_kernels *L) {
+    static const int64_t hds[] = {1, 3, 8, 12, 16, 17, 24, 64, 67, 128};
+    static const int64_t ns[] = {1, 2, 3, 5, 8, 9, 15, 63, 64, 65, 129, 300};
+    static const int64_t nqs[] = {1, 2, 3, 4, 5, 7, 9, 14};
+    for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+            int64_t nq = nqs[(a * 5 + b) % (sizeof nqs / sizeof nqs[0])];
+            int64_t ld = hds[a] + (b % 3 == 0 ? 0 : (int64_t)(rnd() % 7) + 1);
+            attn_case(L, nq, hds[a], ns[b], ld, b % 2 ? 8.0f : 0.1f);
+        }
+    attn_case(L, 7, 64, 1000, 64, 4.0f);  /* Qwen2.5-0.5B decode at ~1000 */
+    attn_case(L, 33, 16, 70, 16, 2.0f);   /* more heads than one chunk */
+    attn_case(L, 40, 64, 20, 64, 1.0f);
+}
+
 static void check_conversions(void) {
     CHECK(qw_f16_to_f32(0x3c00) == 1.0f, "f16 1.0");
     CHECK(qw_f16_to_f32(0x0001) == 0x1p-24f, "f16 smallest subnormal");
@@ -572,6 +698,7 @@ int main(void) {
         check_exp_kernels(L);
         check_matmul(L);
         check_batch_invariance(L);
+        check_attn(L);
         printf("level %s: %s\n", names[i], test_failed_ == before ? "ok" : "FAILED");
     }
     return test_summary();
