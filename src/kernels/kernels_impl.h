@@ -17,6 +17,12 @@
 
 /* Fill k with the plain-C reference (every entry). */
 void kernels_fill_ref(qw_kernels *k);
+/* The 4/5/6-bit block types' reference entries (quant_ref.c), called by
+ * kernels_fill_ref. */
+void kernels_fill_quant_ref(qw_kernels *k);
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the
+ * 12 packed bytes s (GGML's get_scale_min_k4). */
+void qw_kquant_scale_min(const uint8_t *s, int j, int *sc, int *mn);
 /* Overwrite the entries this ISA accelerates; return 1 if the level is
  * compiled into this binary, 0 if not (k untouched). The table must already
  * hold the lower level (dav1d style: ref, then ascending upgrades). Call only
