@@ -402,6 +402,191 @@ static void matmul_q8_0_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,
 
 static void to_f32_q8_0_avx2(float *y, const void *x, int64_t n) { conv_q8_0(y, x, n, NULL); }
 
+/* ==== 4/5/6-bit block types: Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K ====
+ * One conv_<type> per type writes a k block of one row as float32, each
+ * weight the reference's float32 expression (src/kernels/quant_ref.c): the
+ * products are exact (binary16 scales x small integers), so the fused
+ * multiply-adds below round once, exactly like the reference's
+ * multiply-then-add, and to_f32 agrees with the reference (and gguf) bit for
+ * bit. The matmul always goes through matmul_prefill, for every n (decode
+ * included): one code path for all n makes batch invariance automatic, and
+ * the result is the f32 matmul of the dequantized weights bit for bit
+ * (tests/kernels/test_kquant.c checks all three).
+ * nx (the same columns of the row 4 below, or NULL) is prefetched into L2 a
+ * cache line per 64 bytes of blocks, as conv_q8_0 does. */
+
+/* binary16 at p -> float (exact), any alignment */
+INLINE float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* 8 bytes at p -> 8 x int32 (p[i] >> sh) & 15 */
+INLINE __m256i nib8(const uint8_t *p, int sh) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(sh)), _mm256_set1_epi32(15));
+}
+
+/* Q5_0 / Q5_1 high bits: bit j0 + i of qh (i = 0..7) as 16 or 0 */
+INLINE __m256i qh5(uint32_t qh, int j0) {
+    __m256i sh = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(j0));
+    __m256i b = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)qh), sh), _mm256_set1_epi32(1));
+    return _mm256_slli_epi32(b, 4);
+}
+
+/* Prefetch the lines of [off, off + bytes) of the next group's row. */
+INLINE void pf_next(const char *nx, int64_t off, int bytes) {
+    if (!nx) return;
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch(nx + off + o, _MM_HINT_T1);
+}
+
+static void conv_q4_0(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (int64_t j = 0; j < len; j += 32, b += 18) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 18, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b));
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256i lo = _mm256_sub_epi32(nib8(b + 2 + 8 * g, 0), eight);
+            __m256i hi = _mm256_sub_epi32(nib8(b + 2 + 8 * g, 4), eight);
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo)));
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi)));
+        }
+    }
+}
+
+static void conv_q4_1(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (int64_t j = 0; j < len; j += 32, b += 20) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 20, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256 lo = _mm256_cvtepi32_ps(nib8(b + 4 + 8 * g, 0)), hi = _mm256_cvtepi32_ps(nib8(b + 4 + 8 * g, 4));
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_fmadd_ps(d, lo, m)); /* d * q exact: one rounding */
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_fmadd_ps(d, hi, m));
+        }
+    }
+}
+
+static void conv_q5_0(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i sixteen = _mm256_set1_epi32(16);
+    for (int64_t j = 0; j < len; j += 32, b += 22) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 22, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b));
+        uint32_t qh;
+        memcpy(&qh, b + 2, 4);
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256i lo = _mm256_sub_epi32(_mm256_or_si256(nib8(b + 6 + 8 * g, 0), qh5(qh, 8 * g)), sixteen);
+            __m256i hi = _mm256_sub_epi32(_mm256_or_si256(nib8(b + 6 + 8 * g, 4), qh5(qh, 16 + 8 * g)), sixteen);
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo)));
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi)));
+        }
+    }
+}
+
+static void conv_q5_1(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (int64_t j = 0; j < len; j += 32, b += 24) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 24, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+        uint32_t qh;
+        memcpy(&qh, b + 4, 4);
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256 lo = _mm256_cvtepi32_ps(_mm256_or_si256(nib8(b + 8 + 8 * g, 0), qh5(qh, 8 * g)));
+            __m256 hi = _mm256_cvtepi32_ps(_mm256_or_si256(nib8(b + 8 + 8 * g, 4), qh5(qh, 16 + 8 * g)));
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_fmadd_ps(d, lo, m));
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_fmadd_ps(d, hi, m));
+        }
+    }
+}
+
+/* Q4_K / Q5_K: sub-block s of 32 weights: (d * sc) * q - dmin * mn, the two
+ * scalar products as the reference computes them (exact). */
+static void conv_q4_k(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (int64_t j = 0; j < len; j += 256, b += 144) {
+        pf_next(nx, j / 256 * 144, 144);
+        float d = f16_at(b), dmin = f16_at(b + 2);
+        const uint8_t *q = b + 16;
+        for (int s = 0; s < 8; s++) {
+            int sc, mn;
+            qw_kquant_scale_min(b + 4, s, &sc, &mn);
+            __m256 ds = _mm256_set1_ps(d * (float)sc), dm = _mm256_set1_ps(dmin * (float)mn);
+            UNROLL for (int l = 0; l < 32; l += 8) {
+                __m256 v = _mm256_cvtepi32_ps(nib8(q + 32 * (s / 2) + l, 4 * (s % 2)));
+                _mm256_storeu_ps(dst + j + 32 * s + l, _mm256_fmsub_ps(ds, v, dm));
+            }
+        }
+    }
+}
+
+static void conv_q5_k(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i one = _mm256_set1_epi32(1);
+    for (int64_t j = 0; j < len; j += 256, b += 176) {
+        pf_next(nx, j / 256 * 176, 176);
+        float d = f16_at(b), dmin = f16_at(b + 2);
+        const uint8_t *qh = b + 16, *q = b + 48;
+        for (int s = 0; s < 8; s++) {
+            int sc, mn;
+            qw_kquant_scale_min(b + 4, s, &sc, &mn);
+            __m256 ds = _mm256_set1_ps(d * (float)sc), dm = _mm256_set1_ps(dmin * (float)mn);
+            __m128i shs = _mm_cvtsi32_si128(s);
+            UNROLL for (int l = 0; l < 32; l += 8) {
+                __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                h = _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(h, shs), one), 4);
+                __m256 v = _mm256_cvtepi32_ps(_mm256_or_si256(nib8(q + 32 * (s / 2) + l, 4 * (s % 2)), h));
+                _mm256_storeu_ps(dst + j + 32 * s + l, _mm256_fmsub_ps(ds, v, dm));
+            }
+        }
+    }
+}
+
+/* Q6_K: weight p = 128 h + i: (d * sc[p / 16]) * (q - 32), q's low nibble
+ * from ql[64 h + i % 64] (nibble i / 64), high 2 bits from qh[32 h + i % 32]
+ * (bits 2 (i / 32)). */
+static void conv_q6_k(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i three = _mm256_set1_epi32(3), k32 = _mm256_set1_epi32(32);
+    for (int64_t j = 0; j < len; j += 256, b += 210) {
+        pf_next(nx, j / 256 * 210, 210);
+        const uint8_t *ql = b, *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(b + 192);
+        float d = f16_at(b + 208);
+        for (int h = 0; h < 2; h++)
+            UNROLL for (int i = 0; i < 128; i += 8) {
+                __m256i lo = nib8(ql + 64 * h + i % 64, 4 * (i / 64));
+                __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + 32 * h + i % 32)));
+                hi = _mm256_and_si256(_mm256_srl_epi32(hi, _mm_cvtsi32_si128(2 * (i / 32))), three);
+                __m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), k32);
+                __m256 ds = _mm256_set1_ps(d * (float)sc[(128 * h + i) / 16]);
+                _mm256_storeu_ps(dst + j + 128 * h + i, _mm256_mul_ps(ds, _mm256_cvtepi32_ps(q)));
+            }
+    }
+}
+
+#define QMATMUL(SUF, DT)                                                                                          \
+    static void matmul_##SUF##_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
+                                    int64_t k, int64_t o0, int64_t o1) {                                          \
+        if (k == 0) {                                                                                             \
+            for (int64_t t = 0; t < n; t++)                                                                       \
+                for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                                          \
+            return;                                                                                               \
+        }                                                                                                         \
+        matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, DT, conv_##SUF);                                          \
+    }                                                                                                             \
+    static void to_f32_##SUF##_avx2(float *y, const void *x, int64_t n) { conv_##SUF(y, x, n, NULL); }
+QMATMUL(q4_0, QW_Q4_0)
+QMATMUL(q4_1, QW_Q4_1)
+QMATMUL(q5_0, QW_Q5_0)
+QMATMUL(q5_1, QW_Q5_1)
+QMATMUL(q4_k, QW_Q4_K)
+QMATMUL(q5_k, QW_Q5_K)
+QMATMUL(q6_k, QW_Q6_K)
+/* ==== end of the 4/5/6-bit block types ==== */
+
 /* qw_quantize_q8_0 in 8 lanes, the same float operations: max |x| (max is
  * exact, any order), d = amax / 127, id = 1 / d, q = round half away from
  * zero of x * id (trunc, then +-1 when the exact remainder reaches 0.5). */
@@ -581,6 +766,17 @@ int kernels_fill_avx2(qw_kernels *k) {
     k->to_f32[QW_BF16] = to_f32_bf16_avx2;
     k->to_f32[QW_Q8_0] = to_f32_q8_0_avx2;
     k->quantize_q8_0 = quantize_q8_0_avx2;
+#define SETQ(T, SUF)                      \
+    k->matmul[T] = matmul_##SUF##_avx2; \
+    k->to_f32[T] = to_f32_##SUF##_avx2;
+    SETQ(QW_Q4_0, q4_0)
+    SETQ(QW_Q4_1, q4_1)
+    SETQ(QW_Q5_0, q5_0)
+    SETQ(QW_Q5_1, q5_1)
+    SETQ(QW_Q4_K, q4_k)
+    SETQ(QW_Q5_K, q5_k)
+    SETQ(QW_Q6_K, q6_k)
+#undef SETQ
     k->dot = dot_avx2;
     k->axpy = axpy_avx2;
     k->scale = scale_avx2;
