@@ -123,10 +123,10 @@ static const qw_kernels *exact_level(const qw_kernels *L, qw_dtype dt) {
 static void check_type(const qw_kernels *L, const qw_kernels *ref, int ti) {
     const qw_dtype dt = k_types[ti].dt;
     const char *tn = qw_dtype_name(dt);
-    static const int64_t ks32[] = {32, 64, 96, 896, 1056, 4864}, ks256[] = {256, 512, 1280, 4864};
+    static const int64_t ks32[] = {32, 64, 96, 256, 896, 1056, 4864}, ks256[] = {256, 512, 1280, 4864};
     const int big = qw_dtype_block(dt) == 256;
     const int64_t *ks = big ? ks256 : ks32;
-    const int nk = big ? 4 : 6;
+    const int nk = big ? 4 : 7;
     const qw_kernels *E = exact_level(L, dt);
     CHECK(E != NULL, "%s matmul %s is the ref or avx2 entry", L->name, tn);
     for (int ki = 0; ki < nk; ki++) {
