@@ -422,17 +422,61 @@ INLINE float f16_at(const uint8_t *p) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
-/* 8 bytes at p -> 8 x int32 (p[i] >> sh) & 15 */
-INLINE __m256i nib8(const uint8_t *p, int sh) {
-    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
-    return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(sh)), _mm256_set1_epi32(15));
+/* The quants are unpacked 16 or 32 at a time as int8 (shifts and masks on
+ * bytes), then widened 8 at a time: dst[0..8) = d * q (exact), or
+ * d * q + m / d * q - m (the product exact, so one rounding). */
+INLINE void emit8_mul(float *dst, __m128i q8, __m256 d) {
+    _mm256_storeu_ps(dst, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
+}
+INLINE void emit8_add(float *dst, __m128i q8, __m256 d, __m256 m) {
+    _mm256_storeu_ps(dst, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), m));
+}
+INLINE void emit8_sub(float *dst, __m128i q8, __m256 d, __m256 m) {
+    _mm256_storeu_ps(dst, _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), m));
+}
+/* 16 int8 quants (one xmm) -> 16 floats */
+INLINE void emit16_mul(float *dst, __m128i q, __m256 d) {
+    emit8_mul(dst, q, d);
+    emit8_mul(dst + 8, _mm_srli_si128(q, 8), d);
+}
+INLINE void emit16_add(float *dst, __m128i q, __m256 d, __m256 m) {
+    emit8_add(dst, q, d, m);
+    emit8_add(dst + 8, _mm_srli_si128(q, 8), d, m);
+}
+/* 32 int8 quants (one ymm, in weight order) -> 32 floats. (Widening from
+ * a stack copy with vpmovsxbd from memory instead measured no faster.) */
+INLINE void emit32_mul(float *dst, __m256i q, __m256 d) {
+    emit16_mul(dst, _mm256_castsi256_si128(q), d);
+    emit16_mul(dst + 16, _mm256_extracti128_si256(q, 1), d);
+}
+INLINE void emit32_add(float *dst, __m256i q, __m256 d, __m256 m) {
+    emit16_add(dst, _mm256_castsi256_si128(q), d, m);
+    emit16_add(dst + 16, _mm256_extracti128_si256(q, 1), d, m);
+}
+INLINE void emit32_sub(float *dst, __m256i q, __m256 d, __m256 m) {
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    emit8_sub(dst, lo, d, m);
+    emit8_sub(dst + 8, _mm_srli_si128(lo, 8), d, m);
+    emit8_sub(dst + 16, hi, d, m);
+    emit8_sub(dst + 24, _mm_srli_si128(hi, 8), d, m);
 }
 
-/* Q5_0 / Q5_1 high bits: bit j0 + i of qh (i = 0..7) as 16 or 0 */
-INLINE __m256i qh5(uint32_t qh, int j0) {
-    __m256i sh = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(j0));
-    __m256i b = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)qh), sh), _mm256_set1_epi32(1));
-    return _mm256_slli_epi32(b, 4);
+/* The 16 quant bytes of a 32-weight block -> its 32 nibbles in weight
+ * order: low nibbles (weights 0..15), then high nibbles (16..31). */
+INLINE __m256i nibbles32(const uint8_t *qs) {
+    __m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* Q5_0 / Q5_1 high bits: byte j = 16 if bit j of qh is set, else 0
+ * (each byte takes qh's byte j / 8, then tests bit j % 8). */
+INLINE __m256i qh5_bytes(const uint8_t *p) {
+    uint32_t qh;
+    memcpy(&qh, p, 4);
+    const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201ll);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
 }
 
 /* Prefetch the lines of [off, off + bytes) of the next group's row. */
@@ -443,16 +487,10 @@ INLINE void pf_next(const char *nx, int64_t off, int bytes) {
 
 static void conv_q4_0(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    const __m256i eight = _mm256_set1_epi32(8);
+    const __m256i eight = _mm256_set1_epi8(8);
     for (int64_t j = 0; j < len; j += 32, b += 18) {
         if ((j & 63) == 0) pf_next(nx, j / 32 * 18, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b));
-        UNROLL for (int g = 0; g < 2; g++) {
-            __m256i lo = _mm256_sub_epi32(nib8(b + 2 + 8 * g, 0), eight);
-            __m256i hi = _mm256_sub_epi32(nib8(b + 2 + 8 * g, 4), eight);
-            _mm256_storeu_ps(dst + j + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo)));
-            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi)));
-        }
+        emit32_mul(dst + j, _mm256_sub_epi8(nibbles32(b + 2), eight), _mm256_set1_ps(f16_at(b)));
     }
 }
 
@@ -460,29 +498,17 @@ static void conv_q4_1(float *dst, const char *src, int64_t len, const char *nx) 
     const uint8_t *b = (const uint8_t *)src;
     for (int64_t j = 0; j < len; j += 32, b += 20) {
         if ((j & 63) == 0) pf_next(nx, j / 32 * 20, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
-        UNROLL for (int g = 0; g < 2; g++) {
-            __m256 lo = _mm256_cvtepi32_ps(nib8(b + 4 + 8 * g, 0)), hi = _mm256_cvtepi32_ps(nib8(b + 4 + 8 * g, 4));
-            _mm256_storeu_ps(dst + j + 8 * g, _mm256_fmadd_ps(d, lo, m)); /* d * q exact: one rounding */
-            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_fmadd_ps(d, hi, m));
-        }
+        emit32_add(dst + j, nibbles32(b + 4), _mm256_set1_ps(f16_at(b)), _mm256_set1_ps(f16_at(b + 2)));
     }
 }
 
 static void conv_q5_0(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    const __m256i sixteen = _mm256_set1_epi32(16);
+    const __m256i sixteen = _mm256_set1_epi8(16);
     for (int64_t j = 0; j < len; j += 32, b += 22) {
         if ((j & 63) == 0) pf_next(nx, j / 32 * 22, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b));
-        uint32_t qh;
-        memcpy(&qh, b + 2, 4);
-        UNROLL for (int g = 0; g < 2; g++) {
-            __m256i lo = _mm256_sub_epi32(_mm256_or_si256(nib8(b + 6 + 8 * g, 0), qh5(qh, 8 * g)), sixteen);
-            __m256i hi = _mm256_sub_epi32(_mm256_or_si256(nib8(b + 6 + 8 * g, 4), qh5(qh, 16 + 8 * g)), sixteen);
-            _mm256_storeu_ps(dst + j + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo)));
-            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi)));
-        }
+        __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles32(b + 6), qh5_bytes(b + 2)), sixteen);
+        emit32_mul(dst + j, q, _mm256_set1_ps(f16_at(b)));
     }
 }
 
@@ -490,80 +516,75 @@ static void conv_q5_1(float *dst, const char *src, int64_t len, const char *nx) 
     const uint8_t *b = (const uint8_t *)src;
     for (int64_t j = 0; j < len; j += 32, b += 24) {
         if ((j & 63) == 0) pf_next(nx, j / 32 * 24, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
-        uint32_t qh;
-        memcpy(&qh, b + 4, 4);
-        UNROLL for (int g = 0; g < 2; g++) {
-            __m256 lo = _mm256_cvtepi32_ps(_mm256_or_si256(nib8(b + 8 + 8 * g, 0), qh5(qh, 8 * g)));
-            __m256 hi = _mm256_cvtepi32_ps(_mm256_or_si256(nib8(b + 8 + 8 * g, 4), qh5(qh, 16 + 8 * g)));
-            _mm256_storeu_ps(dst + j + 8 * g, _mm256_fmadd_ps(d, lo, m));
-            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_fmadd_ps(d, hi, m));
-        }
+        __m256i q = _mm256_or_si256(nibbles32(b + 8), qh5_bytes(b + 4));
+        emit32_add(dst + j, q, _mm256_set1_ps(f16_at(b)), _mm256_set1_ps(f16_at(b + 2)));
     }
 }
 
-/* Q4_K / Q5_K: sub-block s of 32 weights: (d * sc) * q - dmin * mn, the two
- * scalar products as the reference computes them (exact). */
-static void conv_q4_k(float *dst, const char *src, int64_t len, const char *nx) {
-    const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += 256, b += 144) {
-        pf_next(nx, j / 256 * 144, 144);
-        float d = f16_at(b), dmin = f16_at(b + 2);
-        const uint8_t *q = b + 16;
-        for (int s = 0; s < 8; s++) {
-            int sc, mn;
-            qw_kquant_scale_min(b + 4, s, &sc, &mn);
-            __m256 ds = _mm256_set1_ps(d * (float)sc), dm = _mm256_set1_ps(dmin * (float)mn);
-            UNROLL for (int l = 0; l < 32; l += 8) {
-                __m256 v = _mm256_cvtepi32_ps(nib8(q + 32 * (s / 2) + l, 4 * (s % 2)));
-                _mm256_storeu_ps(dst + j + 32 * s + l, _mm256_fmsub_ps(ds, v, dm));
-            }
-        }
+/* Q4_K / Q5_K: 32 bytes of qs hold sub-blocks 2c (low nibbles) and 2c + 1
+ * (high); sub-block s: (d * sc) * q - dmin * mn, the two scalar products
+ * as the reference computes them (exact). Q5_K's bit 4 of weight l of
+ * sub-block s is bit s of qh[l]. */
+#define CONV_K(SUF, BYTES, QS, HBITS)                                                               \
+    static void conv_##SUF(float *dst, const char *src, int64_t len, const char *nx) {              \
+        const uint8_t *b = (const uint8_t *)src;                                                    \
+        const __m256i m15 = _mm256_set1_epi8(15);                                                   \
+        for (int64_t j = 0; j < len; j += 256, b += BYTES) {                                        \
+            pf_next(nx, j / 256 * BYTES, BYTES);                                                    \
+            float d = f16_at(b), dmin = f16_at(b + 2);                                              \
+            const uint8_t *q = b + QS;                                                              \
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));                             \
+            (void)qh;                                                                               \
+            for (int c = 0; c < 4; c++) {                                                           \
+                __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));                      \
+                __m256i lo = _mm256_and_si256(v, m15), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15); \
+                if (HBITS) {                                                                        \
+                    __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * c))), b1 = _mm256_set1_epi8((char)(2 << (2 * c))); \
+                    __m256i s16 = _mm256_set1_epi8(16);                                             \
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), s16)); \
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), s16)); \
+                }                                                                                   \
+                int sc, mn;                                                                         \
+                qw_kquant_scale_min(b + 4, 2 * c, &sc, &mn);                                        \
+                emit32_sub(dst + j + 64 * c, lo, _mm256_set1_ps(d * (float)sc), _mm256_set1_ps(dmin * (float)mn)); \
+                qw_kquant_scale_min(b + 4, 2 * c + 1, &sc, &mn);                                    \
+                emit32_sub(dst + j + 64 * c + 32, hi, _mm256_set1_ps(d * (float)sc),                \
+                           _mm256_set1_ps(dmin * (float)mn));                                       \
+            }                                                                                       \
+        }                                                                                           \
     }
-}
+CONV_K(q4_k, 144, 16, 0)
+CONV_K(q5_k, 176, 48, 1)
 
-static void conv_q5_k(float *dst, const char *src, int64_t len, const char *nx) {
-    const uint8_t *b = (const uint8_t *)src;
-    const __m256i one = _mm256_set1_epi32(1);
-    for (int64_t j = 0; j < len; j += 256, b += 176) {
-        pf_next(nx, j / 256 * 176, 176);
-        float d = f16_at(b), dmin = f16_at(b + 2);
-        const uint8_t *qh = b + 16, *q = b + 48;
-        for (int s = 0; s < 8; s++) {
-            int sc, mn;
-            qw_kquant_scale_min(b + 4, s, &sc, &mn);
-            __m256 ds = _mm256_set1_ps(d * (float)sc), dm = _mm256_set1_ps(dmin * (float)mn);
-            __m128i shs = _mm_cvtsi32_si128(s);
-            UNROLL for (int l = 0; l < 32; l += 8) {
-                __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
-                h = _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(h, shs), one), 4);
-                __m256 v = _mm256_cvtepi32_ps(_mm256_or_si256(nib8(q + 32 * (s / 2) + l, 4 * (s % 2)), h));
-                _mm256_storeu_ps(dst + j + 32 * s + l, _mm256_fmsub_ps(ds, v, dm));
-            }
-        }
-    }
-}
-
-/* Q6_K: weight p = 128 h + i: (d * sc[p / 16]) * (q - 32), q's low nibble
- * from ql[64 h + i % 64] (nibble i / 64), high 2 bits from qh[32 h + i % 32]
- * (bits 2 (i / 32)). */
+/* Q6_K: half h (128 weights): ql[64 h ..] (v0, v1: 32 bytes each) and
+ * qh[32 h ..] (H): weights 0..31 = v0 low | H bits 0-1, 32..63 = v1 low |
+ * bits 2-3, 64..95 = v0 high | bits 4-5, 96..127 = v1 high | bits 6-7, each
+ * q - 32; weight p's scale (d * sc[p / 16]) as the reference computes it. */
 static void conv_q6_k(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    const __m256i three = _mm256_set1_epi32(3), k32 = _mm256_set1_epi32(32);
+    const __m256i m15 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
     for (int64_t j = 0; j < len; j += 256, b += 210) {
         pf_next(nx, j / 256 * 210, 210);
-        const uint8_t *ql = b, *qh = b + 128;
         const int8_t *sc = (const int8_t *)(b + 192);
         float d = f16_at(b + 208);
-        for (int h = 0; h < 2; h++)
-            UNROLL for (int i = 0; i < 128; i += 8) {
-                __m256i lo = nib8(ql + 64 * h + i % 64, 4 * (i / 64));
-                __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + 32 * h + i % 32)));
-                hi = _mm256_and_si256(_mm256_srl_epi32(hi, _mm_cvtsi32_si128(2 * (i / 32))), three);
-                __m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), k32);
-                __m256 ds = _mm256_set1_ps(d * (float)sc[(128 * h + i) / 16]);
-                _mm256_storeu_ps(dst + j + 128 * h + i, _mm256_mul_ps(ds, _mm256_cvtepi32_ps(q)));
+        for (int h = 0; h < 2; h++) {
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * h));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32));
+            __m256i H = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(v0, m15), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(v1, m15), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m15), _mm256_and_si256(H, m30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m15),
+                                   _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+            float *o = dst + j + 128 * h;
+            const int8_t *s = sc + 8 * h;
+            UNROLL for (int g = 0; g < 4; g++) {
+                __m256i qq = _mm256_sub_epi8(q[g], k32);
+                emit16_mul(o + 32 * g, _mm256_castsi256_si128(qq), _mm256_set1_ps(d * (float)s[2 * g]));
+                emit16_mul(o + 32 * g + 16, _mm256_extracti128_si256(qq, 1), _mm256_set1_ps(d * (float)s[2 * g + 1]));
             }
+        }
     }
 }
 
