@@ -74,16 +74,6 @@ static void deq_q5_1(float *y, const uint8_t *b) {
     }
 }
 
-void qw_kquant_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 /* block_q4_K: d, dmin, scales[12], qs[128]. Sub-block s (32 weights) uses
  * the nibble s % 2 of qs[32 * (s / 2) + l]. */
 static void deq_q4_k(float *y, const uint8_t *b) {
