@@ -212,7 +212,7 @@ def main():
     tied = cfg.get("tie_word_embeddings", False)
 
     Q = gguf.GGMLQuantizationType
-    qt = {"bf16": Q.BF16, "f16": Q.F16, "f32": Q.F32, "mixed": Q.Q4_K}.get(args.type) or QUANT[args.type]
+    qt = {"bf16": Q.BF16, "f16": Q.F16, "f32": Q.F32, "mixed": Q.Q4_K, **QUANT}[args.type]
     ftype = {"bf16": "MOSTLY_BF16", "f16": "MOSTLY_F16", "f32": "ALL_F32", "q8_0": "MOSTLY_Q8_0",
              "q4_0": "MOSTLY_Q4_0", "q4_1": "MOSTLY_Q4_1", "q5_0": "MOSTLY_Q5_0", "q5_1": "MOSTLY_Q5_1",
              "q4_k": "MOSTLY_Q4_K_S", "q5_k": "MOSTLY_Q5_K_S", "q6_k": "MOSTLY_Q6_K",
