@@ -244,6 +244,11 @@ def test_kquant_gguf_equals_dequantized(typ, kq_models, tmp_path):
             ok(run([QWENC, f, "--tokens", KQ_IDS, "--logits-out", str(b), "--threads", THREADS], env=env))
             assert a.stat().st_size == 12 * 512 * 4
             assert a.read_bytes() == b.read_bytes(), f"{name} {typ} isa={isa}: logits differ from the F32 twin"
+            if isa is None:  # every matrix is already quantized: --quant q8_0 keeps them all
+                c = tmp_path / "k.f32"
+                r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(c), "--threads", THREADS,
+                            "--quant", "q8_0"], env=env))
+                assert a.read_bytes() == c.read_bytes(), f"{name} {typ}: --quant q8_0 re-quantized a matrix"
         outs = [ok(run([QWENC, m, KQ_IDS, "12", "--threads", THREADS] + extra)).stdout
                 for m, extra in ((q, []), (f, []), (q, ["--quant", "q8_0"]))]
         assert outs[0] == outs[1] == outs[2] and len(outs[0].split()) == 12, (name, typ, outs)
