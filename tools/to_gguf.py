@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """to_gguf.py - a Hugging Face Qwen2 folder (safetensors) -> GGUF for llama.cpp.
 
-  python tools/to_gguf.py MODEL_DIR OUT.gguf [--type bf16|f16|f32|q8_0]
+  python tools/to_gguf.py MODEL_DIR OUT.gguf [--type TYPE] [--dequant]
+
+  TYPE: bf16 f16 f32 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k mixed
 
 For the benchmark (it lets llama.cpp run exactly the weights qwenc runs) and
 the GGUF tests (tests/e2e/test_gguf.py: qwenc loads these files directly).
@@ -13,8 +15,21 @@ np.memmap, so nothing is loaded into memory whole, and writes tensors one by one
     blocks, heads, KV heads, rope freq base, RMS eps);
   - 2-D weights in the chosen type (BF16 copied bit for bit when the source is
     BF16; F16 by float32 conversion; Q8_0 by gguf.quants, bit-exact with GGML's
-    quantize_row_q8_0), 1-D norms and biases in F32, as llama.cpp's
-    convert_hf_to_gguf.py does; no output.weight when embeddings are tied;
+    quantize_row_q8_0; Q4_0 Q4_1 Q5_0 Q5_1 by gguf.quants; Q4_K Q5_K Q6_K by
+    tools/kquants.py, a simple min/max quantizer in GGML's layout), 1-D norms
+    and biases in F32, as llama.cpp's convert_hf_to_gguf.py does; no
+    output.weight when embeddings are tied;
+  - the quantized types apply to every matrix, the embedding included (as
+    llama-quantize with a pure type); a K-quant whose row length is not a
+    multiple of 256 falls back per tensor as llama.cpp does (Q4_K -> Q5_0,
+    Q5_K -> Q5_1, Q6_K -> Q8_0). `mixed` is a Q4_K_M-like mixture (llama.cpp's
+    rule for Q4_K_M): Q6_K for output.weight (token_embd when tied), attn_v
+    and ffn_down in the layers where llama.cpp's use_more_bits holds, Q4_K
+    elsewhere, with the same fallbacks -- for Qwen2.5-0.5B (896 columns) that
+    gives a Q5_0 / Q8_0 / Q4_K / Q6_K file like the ones on Hugging Face;
+  - --dequant writes the same values as F32: each quantized matrix
+    dequantized (gguf's dequantize). The reference for tests: qwenc must give
+    bitwise the same logits for the quantized file and this one;
   - qwenc.random_weights = true when config.json has qwenc_random_weights (synth);
   - tokenizer: "gpt2" model with "qwen2" pre-tokenizer from MODEL_DIR/tokenizer.json
     (token list padded to vocab_size with [PADn], token types, merges, bos/eos/pad
@@ -33,6 +48,43 @@ import sys
 
 import numpy as np
 import gguf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kquants  # noqa: E402
+
+Q_ = gguf.GGMLQuantizationType
+QUANT = {"q8_0": Q_.Q8_0, "q4_0": Q_.Q4_0, "q4_1": Q_.Q4_1, "q5_0": Q_.Q5_0, "q5_1": Q_.Q5_1,
+         "q4_k": Q_.Q4_K, "q5_k": Q_.Q5_K, "q6_k": Q_.Q6_K}
+K_FALLBACK = {Q_.Q4_K: Q_.Q5_0, Q_.Q5_K: Q_.Q5_1, Q_.Q6_K: Q_.Q8_0}  # llama.cpp's, for rows not of 256
+
+
+def use_more_bits(i, n):
+    """llama.cpp's choice of the layers that get more bits in Q4_K_M."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def mixed_type(dst, nl, tied):
+    """Q4_K_M-like: Q6_K for the output (token_embd when tied), attn_v and
+    ffn_down of use_more_bits layers; Q4_K for everything else."""
+    if dst == "output.weight" or (tied and dst == "token_embd.weight"):
+        return Q_.Q6_K
+    if dst.endswith(".attn_v.weight") or dst.endswith(".ffn_down.weight"):
+        if use_more_bits(int(dst.split(".")[1]), nl):
+            return Q_.Q6_K
+    return Q_.Q4_K
+
+
+def quantize(x, t, chunk=16384):
+    """float32 (rows, cols) -> uint8 blocks of type t, in chunks of rows (the
+    embedding is 150k rows: keep the temporaries small)."""
+    out = []
+    for r in range(0, x.shape[0], chunk):
+        part = np.ascontiguousarray(x[r:r + chunk])
+        if t in (Q_.Q4_K, Q_.Q5_K, Q_.Q6_K):
+            out.append(kquants.quantize(part, t.name))
+        else:  # gguf's quantizers (Q8_0 bit-exact with GGML's reference)
+            out.append(gguf.quants.quantize(part, t))
+    return np.concatenate(out)
 
 ST_NP = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
 
@@ -145,7 +197,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_dir")
     ap.add_argument("out")
-    ap.add_argument("--type", default="bf16", choices=["bf16", "f16", "f32", "q8_0"])
+    ap.add_argument("--type", default="bf16", choices=["bf16", "f16", "f32"] + list(QUANT) + ["mixed"])
+    ap.add_argument("--dequant", action="store_true",
+                    help="store the quantized weights dequantized, as F32 (a test reference)")
     args = ap.parse_args()
 
     with open(os.path.join(args.model_dir, "config.json")) as f:
@@ -157,10 +211,13 @@ def main():
     rope = cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 1e6)
     tied = cfg.get("tie_word_embeddings", False)
 
-    qt = {"bf16": gguf.GGMLQuantizationType.BF16, "f16": gguf.GGMLQuantizationType.F16,
-          "f32": gguf.GGMLQuantizationType.F32, "q8_0": gguf.GGMLQuantizationType.Q8_0}[args.type]
-    ftype = {"bf16": gguf.LlamaFileType.MOSTLY_BF16, "f16": gguf.LlamaFileType.MOSTLY_F16,
-             "f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[args.type]
+    Q = gguf.GGMLQuantizationType
+    qt = {"bf16": Q.BF16, "f16": Q.F16, "f32": Q.F32, "mixed": Q.Q4_K, **QUANT}[args.type]
+    ftype = {"bf16": "MOSTLY_BF16", "f16": "MOSTLY_F16", "f32": "ALL_F32", "q8_0": "MOSTLY_Q8_0",
+             "q4_0": "MOSTLY_Q4_0", "q4_1": "MOSTLY_Q4_1", "q5_0": "MOSTLY_Q5_0", "q5_1": "MOSTLY_Q5_1",
+             "q4_k": "MOSTLY_Q4_K_S", "q5_k": "MOSTLY_Q5_K_S", "q6_k": "MOSTLY_Q6_K",
+             "mixed": "MOSTLY_Q4_K_M"}[args.type]
+    ftype = gguf.LlamaFileType.ALL_F32 if args.dequant else getattr(gguf.LlamaFileType, ftype)
 
     w = gguf.GGUFWriter(args.out + ".tmp", "qwen2")
     w.add_name(os.path.basename(os.path.normpath(args.model_dir)))
@@ -210,18 +267,28 @@ def main():
         if src not in st.t:
             raise SystemExit(f"to_gguf: {args.model_dir}: missing tensor {src}")
 
-    def plan(src):
+    def plan(src, dst):
         dt, shape, buf = st.t[src]
-        if len(shape) == 1 or qt == gguf.GGMLQuantizationType.F32:
+        if len(shape) == 1 or qt == Q.F32:
             return "f32", shape, int(np.prod(shape)) * 4
-        if args.type == "q8_0":  # every 2-D weight, as llama-quantize's Q8_0 (embedding too)
-            return "q8_0", shape, int(np.prod(shape)) // 32 * 34
-        return args.type, shape, int(np.prod(shape)) * 2
+        if args.type in ("bf16", "f16"):
+            return args.type, shape, int(np.prod(shape)) * 2
+        t = qt
+        if args.type == "mixed":
+            t = mixed_type(dst, nl, tied)
+        if shape[1] % 256:
+            t = K_FALLBACK.get(t, t)
+        blk, bs = gguf.GGML_QUANT_SIZES[t]
+        if shape[1] % blk:
+            raise SystemExit(f"to_gguf: {src}: {shape[1]} columns is not a multiple of the {t.name} block {blk}")
+        if args.dequant:
+            return ("deq", t), shape, int(np.prod(shape)) * 4
+        return ("q", t), shape, int(np.prod(shape)) // blk * bs
 
-    plans = [(dst, src) + plan(src) for src, dst in names]
+    plans = [(dst, src) + plan(src, dst) for src, dst in names]
     for dst, src, kind, shape, nbytes in plans:
-        if kind == "q8_0":
-            w.add_tensor_info(dst, [shape[0], shape[1] // 32 * 34], np.dtype(np.uint8), nbytes, raw_dtype=qt)
+        if kind[0] == "q":
+            w.add_tensor_info(dst, [shape[0], nbytes // shape[0]], np.dtype(np.uint8), nbytes, raw_dtype=kind[1])
         elif kind == "bf16":
             w.add_tensor_info(dst, shape, np.dtype(np.uint16), nbytes, raw_dtype=qt)
         elif kind == "f16":
@@ -231,9 +298,13 @@ def main():
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
+    counts = {}
     for dst, src, kind, shape, nbytes in plans:
-        if kind == "q8_0":  # gguf's quantizer: bit-exact with GGML's quantize_row_q8_0
-            data = gguf.quants.quantize(st.f32(src).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+        if kind[0] in ("q", "deq"):
+            data = quantize(st.f32(src).astype(np.float32), kind[1])
+            counts[kind[1].name] = counts.get(kind[1].name, 0) + 1
+            if kind[0] == "deq":
+                data = gguf.quants.dequantize(data, kind[1]).astype(np.float32)
         elif kind == "bf16":
             dt, a = st.raw(src)
             data = a if dt == "BF16" else f32_to_bf16_bits(a.astype(np.float32))
@@ -242,6 +313,8 @@ def main():
         else:
             data = st.f32(src)
         w.write_tensor_data(np.ascontiguousarray(data))
+    if counts:
+        print("to_gguf: matrices: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), file=sys.stderr)
     w.close()
     os.replace(args.out + ".tmp", args.out)
     print(f"to_gguf: wrote {args.out} ({os.path.getsize(args.out) / 1e6:.0f} MB, {args.type}, "

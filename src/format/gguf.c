@@ -241,11 +241,21 @@ static int rd_tensor(rd *r, gguf_tensor *t) {
                        (unsigned long long)ty);
     t->type = (uint32_t)ty;
     t->type_name = ggml_types[ty].name;
-    t->qdtype = ty == GGML_T_F32    ? QW_F32
-                : ty == GGML_T_F16  ? QW_F16
-                : ty == GGML_T_BF16 ? QW_BF16
-                : ty == GGML_T_Q8_0 ? QW_Q8_0 /* block_q8_0: the layout our Q8_0 kernels read in place */
-                                    : -1;
+    /* the block types are GGML's layouts: our kernels read them in place */
+    switch (ty) {
+    case GGML_T_F32: t->qdtype = QW_F32; break;
+    case GGML_T_F16: t->qdtype = QW_F16; break;
+    case GGML_T_BF16: t->qdtype = QW_BF16; break;
+    case GGML_T_Q8_0: t->qdtype = QW_Q8_0; break;
+    case GGML_T_Q4_0: t->qdtype = QW_Q4_0; break;
+    case GGML_T_Q4_1: t->qdtype = QW_Q4_1; break;
+    case GGML_T_Q5_0: t->qdtype = QW_Q5_0; break;
+    case GGML_T_Q5_1: t->qdtype = QW_Q5_1; break;
+    case GGML_T_Q4_K: t->qdtype = QW_Q4_K; break;
+    case GGML_T_Q5_K: t->qdtype = QW_Q5_K; break;
+    case GGML_T_Q6_K: t->qdtype = QW_Q6_K; break;
+    default: t->qdtype = -1;
+    }
     uint64_t blck = ggml_types[ty].blck, bs = ggml_types[ty].size;
     if ((uint64_t)t->ne[0] % blck)
         return qw_errf(r->err, "gguf: %s: tensor '%s': %lld columns is not a multiple of the %s block size %llu",
@@ -520,12 +530,14 @@ int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i) {
     }
 }
 
+#define SUPPORTED "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K"
+
 int gguf_tensor_check(const gguf_file *f, const gguf_tensor *t, qw_err *err) {
     if (t->qdtype >= 0) return 0;
     int quant = ggml_types[t->type].blck > 1;
     return qw_errf(err, "gguf: %s: tensor '%s' has type %s: %s", f->label, t->name, t->type_name,
-                   quant ? "this quantized type is not supported yet (F32, F16, BF16 and Q8_0 are)"
-                         : "only F32, F16, BF16 and Q8_0 tensors are supported");
+                   quant ? "this quantized type is not supported yet (" SUPPORTED " are)"
+                         : "only " SUPPORTED " tensors are supported");
 }
 
 /* ------------------------------------------------------------ open */

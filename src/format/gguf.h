@@ -45,7 +45,19 @@ enum {
 };
 
 /* GGML tensor types we can use in place. */
-enum { GGML_T_F32 = 0, GGML_T_F16 = 1, GGML_T_Q8_0 = 8, GGML_T_BF16 = 30 };
+enum {
+    GGML_T_F32 = 0,
+    GGML_T_F16 = 1,
+    GGML_T_Q4_0 = 2,
+    GGML_T_Q4_1 = 3,
+    GGML_T_Q5_0 = 6,
+    GGML_T_Q5_1 = 7,
+    GGML_T_Q8_0 = 8,
+    GGML_T_Q4_K = 12,
+    GGML_T_Q5_K = 13,
+    GGML_T_Q6_K = 14,
+    GGML_T_BF16 = 30
+};
 
 typedef struct gguf_kv {
     char *key;               /* owned, NUL-terminated */
@@ -114,8 +126,10 @@ const char *gguf_arr_next_str(const uint8_t **it, uint64_t *len);
 /* Element i of an integer array of any integer type, widened. */
 int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);
 
-/* 0 if t is F32, F16 or BF16; else -1 with a message naming the tensor and
- * its type ("Q4_K: quantized GGUF types are not supported yet"). */
+/* 0 if t is F32, F16, BF16 or one of the block types qwenc reads in place
+ * (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K); else -1 with a message
+ * naming the tensor and its type ("Q3_K: this quantized type is not
+ * supported yet"). */
 int gguf_tensor_check(const gguf_file *f, const gguf_tensor *t, qw_err *err);
 
 const char *gguf_type_name(uint32_t ggml_type);   /* "?" if unknown */

@@ -22,18 +22,48 @@
 #include "base/err.h"
 
 /* Weight types, as stored in safetensors / GGUF files.
- * Q8_0 is GGML's block_q8_0, so GGUF Q8_0 tensors are used in place: a row
- * is cut into blocks of 32 weights, each stored as an IEEE binary16 scale d
- * followed by 32 int8 q (34 bytes); weight = d * q. Its rows must hold a
- * whole number of blocks. */
-typedef enum { QW_F32 = 0, QW_F16 = 1, QW_BF16 = 2, QW_Q8_0 = 3, QW_DTYPE_COUNT = 4 } qw_dtype;
+ * The block types are GGML's (ggml-common.h), so GGUF tensors of these types
+ * are used in place: a row is cut into blocks of 32 (or 256 for the
+ * K-quants) weights, and every row must hold a whole number of blocks.
+ *   Q8_0: f16 d, 32 x int8 q                        w = d * q       (34 B)
+ *   Q4_0: f16 d, 16 B of nibbles                    w = d * (q - 8) (18 B)
+ *   Q4_1: f16 d, f16 m, 16 B of nibbles             w = d * q + m   (20 B)
+ *   Q5_0: f16 d, 32 high bits, 16 B of nibbles      w = d * (q - 16) (22 B)
+ *   Q5_1: f16 d, f16 m, 32 high bits, nibbles       w = d * q + m   (24 B)
+ *   Q4_K: f16 d, f16 dmin, 12 B of 6-bit scales / mins for 8 sub-blocks of
+ *         32, 128 B of nibbles      w = (d * sc) * q - dmin * mn    (144 B)
+ *   Q5_K: Q4_K plus 32 B of high bits                               (176 B)
+ *   Q6_K: 128 B low nibbles, 64 B high 2-bit pairs, 16 int8 scales (one per
+ *         16 weights), f16 d        w = (d * sc) * (q - 32)         (210 B)
+ * The nibble order is GGML's: weight j of a 32-weight group is the low
+ * nibble of byte j (j < 16) or the high nibble of byte j - 16 (Q4_0..Q5_1);
+ * src/kernels/quant_ref.c spells out every layout. Each weight is one
+ * float32 expression of exact products (at most one rounding), so every
+ * level converts to the same bits. */
+typedef enum {
+    QW_F32 = 0,
+    QW_F16 = 1,
+    QW_BF16 = 2,
+    QW_Q8_0 = 3,
+    QW_Q4_0 = 4,
+    QW_Q4_1 = 5,
+    QW_Q5_0 = 6,
+    QW_Q5_1 = 7,
+    QW_Q4_K = 8,
+    QW_Q5_K = 9,
+    QW_Q6_K = 10,
+    QW_DTYPE_COUNT = 11
+} qw_dtype;
 
 #define QW_Q8_0_BLOCK 32 /* weights per block */
 #define QW_Q8_0_BYTES 34 /* bytes per block */
+#define QW_QK_BLOCK 256  /* weights per K-quant super-block */
 
+/* True for the block (quantized) types. */
+int qw_dtype_quantized(qw_dtype t);
 /* Bytes per element of an element type (F32, F16, BF16); 0 for block types. */
 int qw_dtype_size(qw_dtype t);
-/* Weights per block: 1 for element types, 32 for Q8_0. */
+/* Weights per block: 1 for element types, 32 or 256 for block types. */
 int qw_dtype_block(qw_dtype t);
 /* Bytes of a row of `cols` weights, or -1 if cols is negative or not a whole
  * number of blocks. */

@@ -5,8 +5,10 @@
  * The body is under __x86_64__ so the file compiles to a stub elsewhere.
  *
  * Matmul: weights are converted to float32 (bf16: zero-extend and shift
- * left 16; f16: vcvtph2ps) and multiplied with f32 FMA; the activations are
- * never rounded. Batch invariant: each output gets the same operation
+ * left 16; f16: vcvtph2ps; GGML's block types: see their sections) and
+ * multiplied with f32 FMA; the activations are never rounded. The 4/5/6-bit
+ * block types (Q4_0 ... Q6_K, a separate section near the end) always take
+ * the prefill path below, whatever n. Batch invariant: each output gets the same operation
  * sequence whatever n, tile and o0/o1 (see the matmul section). Regimes:
  *  - n <= SMALL_N (decode, small continuous batches): memory bound. For
  *    each 4-row x KC block the weights are streamed from the mapping once,
@@ -402,6 +404,241 @@ static void matmul_q8_0_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,
 
 static void to_f32_q8_0_avx2(float *y, const void *x, int64_t n) { conv_q8_0(y, x, n, NULL); }
 
+/* ==== 4/5/6-bit block types: Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K ====
+ * One conv_<type> per type writes a k block of one row as float32, each
+ * weight the reference's float32 expression (src/kernels/quant_ref.c): the
+ * products are exact (binary16 scales x small integers), so the fused
+ * multiply-adds below round once, exactly like the reference's
+ * multiply-then-add, and to_f32 agrees with the reference (and gguf) bit for
+ * bit. The matmul always goes through matmul_prefill, for every n (decode
+ * included): one code path for all n makes batch invariance automatic, and
+ * the result is the f32 matmul of the dequantized weights bit for bit
+ * (tests/kernels/test_kquant.c checks all three).
+ * nx (the same columns of the row 4 below, or NULL) is prefetched into L2 a
+ * cache line per 64 bytes of blocks, as conv_q8_0 does. Decode (n = 1) is
+ * bound by the conversion, not by memory: a 128 MB matrix from DRAM converts
+ * at the rate of one in L1 (one Zen 3 core: 5-9 G weights/s by type), so
+ * matmul_prefill and its prefetch are unchanged. */
+
+/* binary16 at p -> float (exact), any alignment */
+INLINE float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* Q6_K's quants are unpacked 32 at a time as bytes (shifts and masks),
+ * then widened 8 at a time: dst[0..8) = d * q (exact). (Widening from memory
+ * as the other types do measured slower for Q6_K: 6.4 against 9.2 G
+ * weights/s to_f32, its 6 bits come from three loads.) */
+INLINE void emit8_mul(float *dst, __m128i q8, __m256 d) {
+    _mm256_storeu_ps(dst, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
+}
+/* 16 int8 quants (one xmm) -> 16 floats */
+INLINE void emit16_mul(float *dst, __m128i q, __m256 d) {
+    emit8_mul(dst, q, d);
+    emit8_mul(dst + 8, _mm_srli_si128(q, 8), d);
+}
+
+/* The other types: 8 quant bytes at p widened straight from memory
+ * (vpmovzxbd m64, which keeps the shuffle unit free: measured Q4_0 to_f32
+ * 9.0 -> 15.0 G weights/s against unpacking 32 as bytes first), as the low
+ * nibbles and the high nibbles, 2 x 8 int32. */
+INLINE void nib16(const uint8_t *p, __m256i *lo, __m256i *hi) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    *lo = _mm256_and_si256(v, _mm256_set1_epi32(15));
+    *hi = _mm256_srli_epi32(v, 4);
+}
+
+/* Prefetch the lines of [off, off + bytes) of the next group's row. */
+INLINE void pf_next(const char *nx, int64_t off, int bytes) {
+    if (!nx) return;
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch(nx + off + o, _MM_HINT_T1);
+}
+
+static void conv_q4_0(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (int64_t j = 0; j < len; j += 32, b += 18) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 18, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b));
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256i lo, hi;
+            nib16(b + 2 + 8 * g, &lo, &hi);
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(lo, eight))));
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(hi, eight))));
+        }
+    }
+}
+
+static void conv_q4_1(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (int64_t j = 0; j < len; j += 32, b += 20) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 20, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256i lo, hi;
+            nib16(b + 4 + 8 * g, &lo, &hi);
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lo), m));
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(hi), m));
+        }
+    }
+}
+
+/* Q5_0 / Q5_1: for weights j0 .. j0 + 7, 0 where bit j of qh is set and
+ * -16 where it is not (so lo + hneg = q - 16; Q5_1 adds 16 back). */
+INLINE __m256i hneg8(__m256i qhv, int j0) {
+    __m256i bit = _mm256_sllv_epi32(_mm256_set1_epi32(1),
+                                    _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(j0)));
+    __m256i clear = _mm256_cmpeq_epi32(_mm256_and_si256(qhv, bit), _mm256_setzero_si256());
+    return _mm256_and_si256(clear, _mm256_set1_epi32(-16));
+}
+
+static void conv_q5_0(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (int64_t j = 0; j < len; j += 32, b += 22) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 22, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b));
+        uint32_t qh;
+        memcpy(&qh, b + 2, 4);
+        __m256i qhv = _mm256_set1_epi32((int)qh);
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256i lo, hi;
+            nib16(b + 6 + 8 * g, &lo, &hi);
+            lo = _mm256_add_epi32(lo, hneg8(qhv, 8 * g));
+            hi = _mm256_add_epi32(hi, hneg8(qhv, 16 + 8 * g));
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo)));
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi)));
+        }
+    }
+}
+
+static void conv_q5_1(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i k16 = _mm256_set1_epi32(16);
+    for (int64_t j = 0; j < len; j += 32, b += 24) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * 24, 64);
+        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+        uint32_t qh;
+        memcpy(&qh, b + 4, 4);
+        __m256i qhv = _mm256_set1_epi32((int)qh);
+        UNROLL for (int g = 0; g < 2; g++) {
+            __m256i lo, hi;
+            nib16(b + 8 + 8 * g, &lo, &hi);
+            lo = _mm256_add_epi32(lo, _mm256_add_epi32(hneg8(qhv, 8 * g), k16));
+            hi = _mm256_add_epi32(hi, _mm256_add_epi32(hneg8(qhv, 16 + 8 * g), k16));
+            _mm256_storeu_ps(dst + j + 8 * g, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lo), m));
+            _mm256_storeu_ps(dst + j + 16 + 8 * g, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(hi), m));
+        }
+    }
+}
+
+/* Q4_K / Q5_K: the 32 bytes qs[32 c ..] hold sub-blocks 2c (low nibbles)
+ * and 2c + 1 (high); sub-block s: (d * sc) * q - dmin * mn, the two scalar
+ * products as the reference computes them (exact). Q5_K's bit 4 of weight l
+ * of sub-block s is bit s of qh[l]. */
+static void conv_q4_k(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    for (int64_t j = 0; j < len; j += 256, b += 144) {
+        pf_next(nx, j / 256 * 144, 144);
+        float d = f16_at(b), dmin = f16_at(b + 2);
+        for (int c = 0; c < 4; c++) {
+            int sc0, mn0, sc1, mn1;
+            qw_kquant_scale_min(b + 4, 2 * c, &sc0, &mn0);
+            qw_kquant_scale_min(b + 4, 2 * c + 1, &sc1, &mn1);
+            __m256 ds0 = _mm256_set1_ps(d * (float)sc0), dm0 = _mm256_set1_ps(dmin * (float)mn0);
+            __m256 ds1 = _mm256_set1_ps(d * (float)sc1), dm1 = _mm256_set1_ps(dmin * (float)mn1);
+            float *o = dst + j + 64 * c;
+            UNROLL for (int l = 0; l < 32; l += 8) {
+                __m256i lo, hi;
+                nib16(b + 16 + 32 * c + l, &lo, &hi);
+                _mm256_storeu_ps(o + l, _mm256_fmsub_ps(ds0, _mm256_cvtepi32_ps(lo), dm0));
+                _mm256_storeu_ps(o + 32 + l, _mm256_fmsub_ps(ds1, _mm256_cvtepi32_ps(hi), dm1));
+            }
+        }
+    }
+}
+
+static void conv_q5_k(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i k16 = _mm256_set1_epi32(16);
+    for (int64_t j = 0; j < len; j += 256, b += 176) {
+        pf_next(nx, j / 256 * 176, 176);
+        float d = f16_at(b), dmin = f16_at(b + 2);
+        const uint8_t *qh = b + 16;
+        for (int c = 0; c < 4; c++) {
+            int sc0, mn0, sc1, mn1;
+            qw_kquant_scale_min(b + 4, 2 * c, &sc0, &mn0);
+            qw_kquant_scale_min(b + 4, 2 * c + 1, &sc1, &mn1);
+            __m256 ds0 = _mm256_set1_ps(d * (float)sc0), dm0 = _mm256_set1_ps(dmin * (float)mn0);
+            __m256 ds1 = _mm256_set1_ps(d * (float)sc1), dm1 = _mm256_set1_ps(dmin * (float)mn1);
+            __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+            float *o = dst + j + 64 * c;
+            UNROLL for (int l = 0; l < 32; l += 8) {
+                __m256i lo, hi;
+                nib16(b + 48 + 32 * c + l, &lo, &hi);
+                __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi32(_mm256_srl_epi32(h, s0), 4), k16));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi32(_mm256_srl_epi32(h, s1), 4), k16));
+                _mm256_storeu_ps(o + l, _mm256_fmsub_ps(ds0, _mm256_cvtepi32_ps(lo), dm0));
+                _mm256_storeu_ps(o + 32 + l, _mm256_fmsub_ps(ds1, _mm256_cvtepi32_ps(hi), dm1));
+            }
+        }
+    }
+}
+
+/* Q6_K: half h (128 weights): ql[64 h ..] (v0, v1: 32 bytes each) and
+ * qh[32 h ..] (H): weights 0..31 = v0 low | H bits 0-1, 32..63 = v1 low |
+ * bits 2-3, 64..95 = v0 high | bits 4-5, 96..127 = v1 high | bits 6-7, each
+ * q - 32; weight p's scale (d * sc[p / 16]) as the reference computes it. */
+static void conv_q6_k(float *dst, const char *src, int64_t len, const char *nx) {
+    const uint8_t *b = (const uint8_t *)src;
+    const __m256i m15 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    for (int64_t j = 0; j < len; j += 256, b += 210) {
+        pf_next(nx, j / 256 * 210, 210);
+        const int8_t *sc = (const int8_t *)(b + 192);
+        float d = f16_at(b + 208);
+        for (int h = 0; h < 2; h++) {
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * h));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32));
+            __m256i H = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(v0, m15), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(v1, m15), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m15), _mm256_and_si256(H, m30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m15),
+                                   _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+            float *o = dst + j + 128 * h;
+            const int8_t *s = sc + 8 * h;
+            UNROLL for (int g = 0; g < 4; g++) {
+                __m256i qq = _mm256_sub_epi8(q[g], k32);
+                emit16_mul(o + 32 * g, _mm256_castsi256_si128(qq), _mm256_set1_ps(d * (float)s[2 * g]));
+                emit16_mul(o + 32 * g + 16, _mm256_extracti128_si256(qq, 1), _mm256_set1_ps(d * (float)s[2 * g + 1]));
+            }
+        }
+    }
+}
+
+#define QMATMUL(SUF, DT)                                                                                          \
+    static void matmul_##SUF##_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
+                                    int64_t k, int64_t o0, int64_t o1) {                                          \
+        if (k == 0) {                                                                                             \
+            for (int64_t t = 0; t < n; t++)                                                                       \
+                for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                                          \
+            return;                                                                                               \
+        }                                                                                                         \
+        matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, DT, conv_##SUF);                                          \
+    }                                                                                                             \
+    static void to_f32_##SUF##_avx2(float *y, const void *x, int64_t n) { conv_##SUF(y, x, n, NULL); }
+QMATMUL(q4_0, QW_Q4_0)
+QMATMUL(q4_1, QW_Q4_1)
+QMATMUL(q5_0, QW_Q5_0)
+QMATMUL(q5_1, QW_Q5_1)
+QMATMUL(q4_k, QW_Q4_K)
+QMATMUL(q5_k, QW_Q5_K)
+QMATMUL(q6_k, QW_Q6_K)
+/* ==== end of the 4/5/6-bit block types ==== */
+
 /* qw_quantize_q8_0 in 8 lanes, the same float operations: max |x| (max is
  * exact, any order), d = amax / 127, id = 1 / d, q = round half away from
  * zero of x * id (trunc, then +-1 when the exact remainder reaches 0.5). */
@@ -581,6 +818,17 @@ int kernels_fill_avx2(qw_kernels *k) {
     k->to_f32[QW_BF16] = to_f32_bf16_avx2;
     k->to_f32[QW_Q8_0] = to_f32_q8_0_avx2;
     k->quantize_q8_0 = quantize_q8_0_avx2;
+#define SETQ(T, SUF)                      \
+    k->matmul[T] = matmul_##SUF##_avx2; \
+    k->to_f32[T] = to_f32_##SUF##_avx2;
+    SETQ(QW_Q4_0, q4_0)
+    SETQ(QW_Q4_1, q4_1)
+    SETQ(QW_Q5_0, q5_0)
+    SETQ(QW_Q5_1, q5_1)
+    SETQ(QW_Q4_K, q4_k)
+    SETQ(QW_Q5_K, q5_k)
+    SETQ(QW_Q6_K, q6_k)
+#undef SETQ
     k->dot = dot_avx2;
     k->axpy = axpy_avx2;
     k->scale = scale_avx2;

@@ -17,6 +17,9 @@
 
 /* Fill k with the plain-C reference (every entry). */
 void kernels_fill_ref(qw_kernels *k);
+/* The 4/5/6-bit block types' reference entries (quant_ref.c), called by
+ * kernels_fill_ref. */
+void kernels_fill_quant_ref(qw_kernels *k);
 /* Overwrite the entries this ISA accelerates; return 1 if the level is
  * compiled into this binary, 0 if not (k untouched). The table must already
  * hold the lower level (dav1d style: ref, then ascending upgrades). Call only
@@ -98,6 +101,18 @@ static inline float qw_q8_0_scale(const uint8_t *blk) {
     uint16_t h;
     memcpy(&h, blk, sizeof h);
     return qw_f16_to_f32(h);
+}
+
+/* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the
+ * 12 packed bytes s (GGML's get_scale_min_k4). */
+static inline void qw_kquant_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
 }
 
 #endif

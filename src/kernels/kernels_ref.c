@@ -151,6 +151,7 @@ void kernels_fill_ref(qw_kernels *k) {
     k->to_f32[QW_F16] = to_f32_f16_ref;
     k->to_f32[QW_BF16] = to_f32_bf16_ref;
     k->to_f32[QW_Q8_0] = to_f32_q8_0_ref;
+    kernels_fill_quant_ref(k);
     k->quantize_q8_0 = qw_quantize_q8_0;
     k->dot = dot_ref;
     k->axpy = axpy_ref;

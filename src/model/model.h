@@ -8,12 +8,13 @@
  *     rope_theta and 5.x rope_parameters both read); generation_config.json,
  *     if present, supplies EOS ids and default sampling values;
  *   - a GGUF file (v2/v3, general.architecture "qwen2", as llama.cpp's
- *     convert_hf_to_gguf.py or tools/to_gguf.py write it) with F32, F16 or
- *     BF16 tensors; the numbers come from the qwen2.* metadata, EOS from
- *     tokenizer.ggml.eos_token_id (+ eot / eom ids when present), sampling
- *     defaults are greedy (GGUF carries none). Quantized tensors (Q4_K, Q8_0,
- *     ...) are refused with a message naming the tensor and type
- *     (src/model/model_gguf.c);
+ *     convert_hf_to_gguf.py or tools/to_gguf.py write it) with F32, F16,
+ *     BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K tensors (used in
+ *     place: the kernels read GGML's block layouts); the numbers come from
+ *     the qwen2.* metadata, EOS from tokenizer.ggml.eos_token_id (+ eot / eom
+ *     ids when present), sampling defaults are greedy (GGUF carries none).
+ *     Other quantized types (Q3_K, IQ4_NL, ...) are refused with a message
+ *     naming the tensor and type (src/model/model_gguf.c);
  *   - a folder with no safetensors but exactly one *.gguf: that file.
  * The files are mmapped; matrices are used in place in their stored dtype
  * (no conversion step, no f32 copy): the model owns the mappings and every
@@ -91,7 +92,8 @@ void model_free(qw_model *m);
 
 /* Quantize every matrix (the embedding and lm_head too) to `to` (only
  * QW_Q8_0) in memory the model owns, with `threads` threads; the mapped
- * originals are released. Matrices already of type `to` are kept. -1 with a
+ * originals are released. Matrices already of a block type (a GGUF's Q8_0,
+ * Q4_K, ... tensors) are kept as they are. -1 with a
  * message naming the tensor when a row is not a whole number of blocks. */
 int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err);
 

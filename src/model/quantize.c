@@ -8,6 +8,10 @@
  * (madvise DONTNEED: they are file-backed and read-only, so the pages are
  * simply dropped; nothing reads them again).
  *
+ * Matrices that are already of a block type (a GGUF file's Q8_0, Q4_0, Q4_K,
+ * Q6_K ... tensors) are kept as they are: re-quantizing a 4-bit matrix to
+ * Q8_0 would cost memory and speed and could only add error.
+ *
  * One matrix at a time, rows split over a temporary thread pool: each thread
  * converts a row to float32 (the kernel table's exact to_f32) and quantizes
  * it (the table's quantize_q8_0, byte-identical to the reference); then the
@@ -93,7 +97,7 @@ int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         qw_mat *mt = items[i].mat;
-        if (mt->dtype == to) continue; /* already quantized (a GGUF Q8_0 tensor) */
+        if (qw_dtype_quantized(mt->dtype)) continue; /* already quantized (a GGUF Q8_0, Q4_K, ... tensor): kept */
         int64_t rb = qw_dtype_row_bytes(to, mt->cols);
         if (rb < 0) {
             qw_errf(err, "--quant %s: %s has %lld columns, not a multiple of %d", qw_dtype_name(to), items[i].name,

@@ -175,3 +175,95 @@ def test_quant_flag_errors():
     assert r.returncode == 1 and b"not a multiple of 32" in r.stderr and b"model.embed_tokens.weight" in r.stderr, r.stderr
     r = run([QWENC, os.path.join(FIXTURES, "tiny-gqa7-bf16"), "--tokens", "1 2 3", "--quant", "q4"])
     assert r.returncode == 2 and b"--quant" in r.stderr, r.stderr
+
+
+# ---- 4/5/6-bit GGUF types: Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K and a Q4_K_M-like mixture
+KQ_TYPES = ["q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "mixed"]
+KQ_IDS = "1 7 300 42 5 77 500 3 250 11 99 12"
+# name -> (hidden, intermediate, tied): rows of 256 (every matrix can be a
+# K-quant) and a tied model whose ffn_down rows (320) are not, so K-quants
+# fall back to Q5_0 / Q8_0 there as llama.cpp does
+KQ_MODELS = {"kq256": (256, 512, False), "kq320": (256, 320, True)}
+
+
+@pytest.fixture(scope="module")
+def kq_models():
+    if not os.access(QWENC, os.X_OK):
+        pytest.fail(f"{QWENC} is not built (run make)")
+    out = {}
+    base = json.load(open(os.path.join(os.path.dirname(__file__), "tiny_config.json")))
+    for name, (h, i, tied) in KQ_MODELS.items():
+        d = os.path.join(OUT, name)
+        cfg = dict(base, hidden_size=h, intermediate_size=i, vocab_size=512, num_hidden_layers=3,
+                   tie_word_embeddings=tied, bos_token_id=500, eos_token_id=501)
+        cfg_path = d + ".json"
+        if not os.path.exists(os.path.join(d, "model.safetensors")) or \
+                os.path.getmtime(os.path.join(d, "model.safetensors")) < os.path.getmtime(QWENC):
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(OUT, exist_ok=True)
+            with open(cfg_path, "w") as f:
+                json.dump(cfg, f)
+            ok(run([QWENC, "synth", d, "--config", cfg_path, "--no-tokenizer", "--scale", "0.3", "--seed", "5"]))
+            gc = os.path.join(d, "generation_config.json")
+            if os.path.exists(gc):
+                os.unlink(gc)
+        out[name] = d
+    return out
+
+
+def to_gguf_deq(src, dst, typ):
+    """A GGUF of type typ and its --dequant twin (the same values as F32)."""
+    q = to_gguf(src, dst + ".gguf", typ)
+    f = dst + "-f32.gguf"
+    if not os.path.exists(f) or os.path.getmtime(f) < os.path.getmtime(q):
+        r = subprocess.run([sys.executable, TO_GGUF, src, f, "--type", typ, "--dequant"], capture_output=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+    return q, f
+
+
+@pytest.mark.parametrize("typ", KQ_TYPES)
+def test_kquant_gguf_equals_dequantized(typ, kq_models, tmp_path):
+    """A GGUF whose matrices are of a 4/5/6-bit type gives logits bitwise equal
+    to the same model with those matrices dequantized to F32 (gguf's
+    dequantize): the types are read in place, exactly, at every level we run
+    (ref and the best one), embedding lookup and lm_head included; greedy
+    tokens equal; --quant q8_0 keeps the matrices that are already quantized."""
+    names = ["kq256", "kq320"] if typ in ("mixed", "q4_k", "q6_k") else ["kq256"]
+    for name in names:
+        q, f = to_gguf_deq(kq_models[name], os.path.join(OUT, f"{name}-{typ}"), typ)
+        for isa in ("ref", None):
+            env = dict(os.environ)
+            env.pop("QWENC_ISA", None)
+            if isa:
+                env["QWENC_ISA"] = isa
+            a, b = tmp_path / "q.f32", tmp_path / "f.f32"
+            r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(a), "--threads", THREADS], env=env))
+            if typ != "mixed":  # the log names the embedding's type
+                assert typ.upper().encode() in r.stderr, r.stderr[-500:]
+            ok(run([QWENC, f, "--tokens", KQ_IDS, "--logits-out", str(b), "--threads", THREADS], env=env))
+            assert a.stat().st_size == 12 * 512 * 4
+            assert a.read_bytes() == b.read_bytes(), f"{name} {typ} isa={isa}: logits differ from the F32 twin"
+            if isa is None:  # every matrix is already quantized: --quant q8_0 keeps them all
+                c = tmp_path / "k.f32"
+                r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(c), "--threads", THREADS,
+                            "--quant", "q8_0"], env=env))
+                assert a.read_bytes() == c.read_bytes(), f"{name} {typ}: --quant q8_0 re-quantized a matrix"
+        outs = [ok(run([QWENC, m, KQ_IDS, "12", "--threads", THREADS] + extra)).stdout
+                for m, extra in ((q, []), (f, []), (q, ["--quant", "q8_0"]))]
+        assert outs[0] == outs[1] == outs[2] and len(outs[0].split()) == 12, (name, typ, outs)
+
+
+def test_kquant_mixture_types():
+    """The mixture uses what Qwen2.5-0.5B Q4_K_M files hold: K-quants where
+    rows are whole super-blocks, llama.cpp's fallbacks elsewhere."""
+    from gguf import GGUFReader
+    kinds = {}
+    for name in KQ_MODELS:
+        p = os.path.join(OUT, f"{name}-mixed.gguf")
+        assert os.path.exists(p), "run after test_kquant_gguf_equals_dequantized"
+        for t in GGUFReader(p).tensors:
+            kinds.setdefault(t.tensor_type.name, set()).add(t.name)
+    assert {"Q4_K", "Q6_K", "Q5_0", "Q8_0"} <= set(kinds), kinds
+    # 3 layers: llama.cpp's use_more_bits picks layer 2 only (Q6_K, 320 columns -> Q8_0)
+    assert "blk.2.ffn_down.weight" in kinds["Q8_0"] and "blk.0.ffn_down.weight" in kinds["Q5_0"], kinds

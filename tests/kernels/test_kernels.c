@@ -176,7 +176,7 @@ static void check_matmul(const qw_kernels *L) {
     static const int64_t ks[] = {0, 1, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 896, 1000, 4867};
     for (int dt = 0; dt < QW_DTYPE_COUNT; dt++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-            if (dt == QW_Q8_0) break; /* block type: tests/kernels/test_quant.c */
+            if (qw_dtype_quantized((qw_dtype)dt)) break; /* block types: test_quant.c, test_kquant.c */
             int64_t k = ks[ki];
             int big = k >= 896;
             for (int64_t n = 1; n <= 9; n++) {
@@ -212,7 +212,7 @@ static void check_batch_invariance(const qw_kernels *L) {
     static const int64_t ks[] = {7, 33, 899, 1031, 4867};
     for (int dt = 0; dt < QW_DTYPE_COUNT; dt++)
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-            if (dt == QW_Q8_0) break; /* block type: tests/kernels/test_quant.c */
+            if (qw_dtype_quantized((qw_dtype)dt)) break; /* block types: test_quant.c, test_kquant.c */
             const int64_t k = ks[ki], rows = k > 2000 ? 9 : 23, nmax = 17;
             const int64_t ldx = k + 3, ldy = rows + 2;
             int es = qw_dtype_size(dt);

@@ -431,9 +431,14 @@ static void check_malformed(void) {
     expect_model_fail(&w, w.n, "2-D bias", "blk.1.attn_v.bias", NULL);
     make_model(&w, 0, 0);
     t = gw_find_tensor(&w, "blk.1.ffn_down.weight"); /* [8, 256]: one Q4_K block per row */
-    t->type = 12, t->nbytes = (uint64_t)H * 144;
+    t->type = 11, t->nbytes = (uint64_t)H * 110; /* Q3_K: not supported */
     gw_build(&w);
-    expect_model_fail(&w, w.n, "Q4_K", "blk.1.ffn_down.weight", "Q4_K: this quantized type is not supported yet");
+    expect_model_fail(&w, w.n, "Q3_K", "blk.1.ffn_down.weight", "Q3_K: this quantized type is not supported yet");
+    make_model(&w, 0, 0);
+    t = gw_find_tensor(&w, "blk.1.ffn_down.weight");
+    t->type = 12, t->nbytes = (uint64_t)H * 144; /* Q4_K is used in place */
+    gw_build(&w);
+    expect_model_ok(&w, "Q4_K ffn_down");
     make_model(&w, 0, 0);
     t = gw_find_tensor(&w, "blk.1.ffn_down.weight");
     t->type = 8, t->nbytes = (uint64_t)H * 8 * 34; /* Q8_0 is used in place */
@@ -443,12 +448,22 @@ static void check_malformed(void) {
     t = gw_find_tensor(&w, "blk.1.ffn_down.weight");
     t->type = 6, t->nbytes = (uint64_t)H * 8 * 22; /* Q5_0 */
     gw_build(&w);
-    expect_model_fail(&w, w.n, "Q5_0", "blk.1.ffn_down.weight", "Q5_0: this quantized type is not supported yet");
+    expect_model_ok(&w, "Q5_0 ffn_down");
+    make_model(&w, 0, 0);
+    t = gw_find_tensor(&w, "blk.1.ffn_down.weight");
+    t->type = 20, t->nbytes = (uint64_t)H * 8 * 18; /* IQ4_NL: not supported */
+    gw_build(&w);
+    expect_model_fail(&w, w.n, "IQ4_NL", "blk.1.ffn_down.weight", "IQ4_NL: this quantized type is not supported yet");
     make_model(&w, 0, 0);
     t = gw_find_tensor(&w, "blk.0.ffn_gate.weight"); /* 8 columns: not a multiple of Q4_K's 256 */
     t->type = 12;
     gw_build(&w);
     expect_model_fail(&w, w.n, "Q4_K bad row", "blk.0.ffn_gate.weight", "block size");
+    make_model(&w, 0, 0);
+    t = gw_find_tensor(&w, "blk.0.ffn_gate.weight"); /* Q6_K too */
+    t->type = 14;
+    gw_build(&w);
+    expect_model_fail(&w, w.n, "Q6_K bad row", "blk.0.ffn_gate.weight", "not a multiple of the Q6_K block size 256");
     make_model(&w, 0, 0);
     t = gw_find_tensor(&w, "blk.0.ffn_gate.weight");
     t->type = 26; /* I32: same size as F32, not a float type */
