@@ -34,6 +34,8 @@
 #define ATT_MAX_THREADS 64
 /* Output-row granularity of the matmul split (kept SIMD friendly). */
 #define ROW_ALIGN 16
+/* Shares per thread of a matmul (see mm_shares). */
+#define MM_SHARES 4
 
 struct qw_ctx {
     const qw_model *m;
@@ -227,6 +229,18 @@ static void mm_run(void *arg, int tid, int nth) {
     }
 }
 
+/* Matmuls are cut into MM_SHARES shares per thread: on a shared machine a
+ * preempted thread then holds back a quarter of its part, not all of it
+ * (results do not depend on the split: the kernels are row-range invariant). */
+static int mm_shares(qw_pool *pool) {
+    static int per = -1;
+    if (per < 0) {
+        const char *e = getenv("QW_MM_SHARES");
+        per = e && atoi(e) > 0 ? atoi(e) : MM_SHARES;
+    }
+    return pool_threads(pool) > 1 ? pool_threads(pool) * per : 1;
+}
+
 static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                        const qw_mat *W) {
     mm_job j;
@@ -238,7 +252,7 @@ static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int
     j.X = X;
     j.ldx = ldx;
     j.n = n;
-    pool_run(pool, mm_run, &j);
+    pool_run_n(pool, mm_run, &j, mm_shares(pool));
 }
 
 /* Causal GQA attention at one layer, one work item per (token, kv head):
@@ -399,7 +413,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.mm[1].Y = c->k, j.mm[1].ldy = c->kv_dim, j.mm[1].W = &L->wk;
         j.mm[2].Y = c->v, j.mm[2].ldy = c->kv_dim, j.mm[2].W = &L->wv;
         j.X = c->xn, j.ldx = H, j.n = n;
-        pool_run(pool, mm_run, &j);
+        pool_run_n(pool, mm_run, &j, mm_shares(pool));
 
         tok_step(c, pool, TOK_QKV, NULL, L, l);
         pool_run(pool, att_run, c);
@@ -413,7 +427,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.mm[1].Y = c->up, j.mm[1].ldy = I, j.mm[1].W = &L->w_up;
         j.X = c->xn, j.ldx = H, j.n = n;
         j.silu_g = c->gate, j.silu_u = c->up, j.silu_ld = I;
-        pool_run(pool, mm_run, &j);
+        pool_run_n(pool, mm_run, &j, mm_shares(pool));
 
         matmul_par(pool, c->tmp, H, c->gate, I, n, &L->w_down);
     }

@@ -3,12 +3,12 @@
  * A job is n shares, fn(arg, share, n) for share in [0, n) (n = the thread
  * count for pool_run, any n >= 1 for pool_run_n). It is published by
  * writing fn/arg/shares, the count of unfinished shares (pending) and the
- * next unclaimed share (next = 1), then bumping the generation counter
+ * next unclaimed share (the claim word, see struct qw_pool), then bumping the generation counter
  * `gen`. Workers spin on `gen` for up to SPIN_US microseconds after each
  * job, so the ~170 jobs of a decode step each cost well under a microsecond
  * to dispatch; after that they sleep on a condition variable.
  *
- * Shares are claimed with fetch_add on `next`, not bound to threads: the
+ * Shares are claimed with fetch_add on the claim word, not bound to threads: the
  * caller runs share 0, then claims whatever shares are still unclaimed. On a
  * shared machine a descheduled worker thus costs nothing: the caller does
  * its share instead of waiting for it to be scheduled again (measured: an
@@ -16,7 +16,7 @@
  * share's result does not depend on which thread runs it, so outputs stay
  * deterministic. The caller returns when `pending` reaches zero (acquire),
  * so every share's writes are visible then. A worker that wakes late sees
- * `next` exhausted (or already reset for a newer job, whose fn/arg it then
+ * its job exhausted (or the word already reset for a newer job, whose fn/arg it then
  * reads after an acquiring claim) and goes back to waiting.
  *
  * Lost wake-ups are impossible: a worker announces itself in `sleepers` and
@@ -62,10 +62,16 @@ struct qw_pool {
     worker *w;    /* n - 1 workers */
     qw_pool_fn fn;
     void *arg;
-    atomic_int shares;  /* shares of the current job (atomic: read by late claimers) */
     atomic_uint gen;
     atomic_int pending; /* shares not yet finished */
-    atomic_int next;    /* next unclaimed share */
+    /* The claim word: the current job's share count in bits 24..39 and the
+     * next unclaimed share in bits 0..23, in one atomic so that a claim
+     * returns its own job's count. A worker still looping on a finished job
+     * whose claim lands after the next job is published then reads the new
+     * job's count with it; one that lands before it sees its old count
+     * exhausted. (With a separate count, a stale claim could read the new,
+     * larger count and run a share that was never published.) */
+    atomic_ullong claim;
     atomic_int sleepers;
     atomic_int stop;
     pthread_mutex_t mu;
@@ -103,8 +109,8 @@ static unsigned wait_job(qw_pool *p, unsigned seen) {
 /* Claim and run unclaimed shares of the current job until none is left. */
 static void run_shares(qw_pool *p) {
     for (;;) {
-        int share = atomic_fetch_add_explicit(&p->next, 1, memory_order_acq_rel);
-        int n = atomic_load_explicit(&p->shares, memory_order_relaxed); /* ordered by the claim */
+        unsigned long long c = atomic_fetch_add_explicit(&p->claim, 1, memory_order_acq_rel);
+        int share = (int)(c & 0xffffff), n = (int)((c >> 24) & 0xffff);
         if (share >= n) return;
         p->fn(p->arg, share, n);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
@@ -139,8 +145,7 @@ qw_pool *pool_create(int n_threads) {
     p->n = n_threads;
     atomic_init(&p->gen, 0);
     atomic_init(&p->pending, 0);
-    atomic_init(&p->shares, n_threads);
-    atomic_init(&p->next, 1 << 30); /* no job: every share claimed */
+    atomic_init(&p->claim, 0); /* no job: 0 shares, nothing to claim */
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, 0);
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
@@ -190,6 +195,7 @@ void pool_run(qw_pool *p, qw_pool_fn fn, void *arg) { pool_run_n(p, fn, arg, p ?
 
 void pool_run_n(qw_pool *p, qw_pool_fn fn, void *arg, int n_shares) {
     if (n_shares < 1) n_shares = 1;
+    if (n_shares > 0xffff) n_shares = 0xffff;
     if (!p || p->n == 1) {
         for (int s = 0; s < n_shares; s++) fn(arg, s, n_shares);
         return;
@@ -200,10 +206,10 @@ void pool_run_n(qw_pool *p, qw_pool_fn fn, void *arg, int n_shares) {
     }
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->shares, n_shares, memory_order_relaxed);
     atomic_store_explicit(&p->pending, n_shares - 1, memory_order_relaxed);
-    atomic_store_explicit(&p->next, 1, memory_order_release); /* after fn/arg/shares */
-    publish(p); /* release: fn, arg, shares, pending and next are visible to workers */
+    /* share 0 is the caller's: claims start at 1 (release: after fn/arg/pending) */
+    atomic_store_explicit(&p->claim, ((unsigned long long)n_shares << 24) | 1u, memory_order_release);
+    publish(p); /* fn, arg, pending and the claim word are visible to workers */
     fn(arg, 0, n_shares);
     run_shares(p); /* the shares no worker has claimed yet */
     /* Claimed shares normally finish within microseconds; if the machine is
