@@ -25,18 +25,15 @@
  * Horizontal sums of 4 accumulators are done together (hadd); the k % 8
  * tail is scalar FMA, with memcpy loads (weights may be misaligned).
  *
- * exp: Cephes-style expf (range reduction by ln 2 split in two constants,
- * degree-6 polynomial, 2^n by exponent arithmetic). Argument clamped to
- * [-87, 88] so 2^n stays normal. Measured against libm's exp in double on
- * every 7th float of [-87, 88]: at most 1.25 ulp (tests/kernels/
- * test_kernels.c allows 3 ulp for exp inside silu_mul and softmax). Below -87 it returns e^-87 ~ 1.6e-38 instead of a smaller
- * value: an absolute error < 2e-38, irrelevant for softmax (sum >= 1) and silu.
+ * exp: the shared polynomial expf of simd_exp.h (<= 1.25 ulp on [-87, 88]).
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
+
+#include "kernels/simd_exp.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Fully unroll the tile loops over rows and tokens so the accumulator arrays
@@ -752,29 +749,12 @@ static void rmsnorm_avx2(float *y, const float *x, const float *w, int64_t n, fl
     for (; i < n; i++) y[i] = x[i] * inv * w[i];
 }
 
-INLINE __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 static void silu_mul_avx2(float *g, const float *u, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 x = _mm256_loadu_ps(g + i);
-        __m256 e = exp8(_mm256_sub_ps(zero, x));
+        __m256 e = qw_exp8_avx2(_mm256_sub_ps(zero, x));
         __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, e));
         _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
     }
@@ -797,7 +777,7 @@ static void softmax_avx2(float *x, int64_t n) {
         if (x[i] > mx) mx = x[i];
     __m256 mv = _mm256_set1_ps(mx), s = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 e = qw_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
         _mm256_storeu_ps(x + i, e);
         s = _mm256_add_ps(s, e);
     }

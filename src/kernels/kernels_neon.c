@@ -12,15 +12,16 @@
  *    8 converted weight vectors; arm64 has 32 vector registers).
  * Horizontal sums: two rounds of pairwise adds give 4 row sums in one vector.
  *
- * exp: the same Cephes-style polynomial as the AVX2 level (clamp to
- * [-87, 88], n = round(x / ln 2), split-ln2 reduction, degree 6; 1.25 ulp
- * measured on x86, same operations here).
+ * exp: the shared polynomial expf of simd_exp.h, the same operations as the
+ * AVX2 level (1.25 ulp measured on x86).
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
 #include <math.h>
+
+#include "kernels/simd_exp.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
@@ -321,28 +322,12 @@ static void rmsnorm_neon(float *y, const float *x, const float *w, int64_t n, fl
     for (; i < n; i++) y[i] = x[i] * inv * w[i];
 }
 
-INLINE float32x4_t exp4(float32x4_t x) {
-    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
-    float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
-    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
-    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
-    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
-    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    return vmulq_f32(p, vreinterpretq_f32_s32(e));
-}
-
 static void silu_mul_neon(float *g, const float *u, int64_t n) {
     const float32x4_t one = vdupq_n_f32(1.0f);
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         float32x4_t x = vld1q_f32(g + i);
-        float32x4_t s = vdivq_f32(x, vaddq_f32(one, exp4(vnegq_f32(x))));
+        float32x4_t s = vdivq_f32(x, vaddq_f32(one, qw_exp4_neon(vnegq_f32(x))));
         vst1q_f32(g + i, vmulq_f32(s, vld1q_f32(u + i)));
     }
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
@@ -361,7 +346,7 @@ static void softmax_neon(float *x, int64_t n) {
         if (x[i] > mx) mx = x[i];
     float32x4_t mv = vdupq_n_f32(mx), s = vdupq_n_f32(0.0f);
     for (i = 0; i + 4 <= n; i += 4) {
-        float32x4_t e = exp4(vsubq_f32(vld1q_f32(x + i), mv));
+        float32x4_t e = qw_exp4_neon(vsubq_f32(vld1q_f32(x + i), mv));
         vst1q_f32(x + i, e);
         s = vaddq_f32(s, e);
     }
