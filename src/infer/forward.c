@@ -232,14 +232,7 @@ static void mm_run(void *arg, int tid, int nth) {
 /* Matmuls are cut into MM_SHARES shares per thread: on a shared machine a
  * preempted thread then holds back a quarter of its part, not all of it
  * (results do not depend on the split: the kernels are row-range invariant). */
-static int mm_shares(qw_pool *pool) {
-    static int per = -1;
-    if (per < 0) {
-        const char *e = getenv("QW_MM_SHARES");
-        per = e && atoi(e) > 0 ? atoi(e) : MM_SHARES;
-    }
-    return pool_threads(pool) > 1 ? pool_threads(pool) * per : 1;
-}
+static int mm_shares(qw_pool *pool) { return pool_threads(pool) > 1 ? pool_threads(pool) * MM_SHARES : 1; }
 
 static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                        const qw_mat *W) {

@@ -81,22 +81,6 @@ INLINE __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
  * exact, so both give the same bits. */
 enum { PF_DIST_Q8 = 1024, PF_DIST = 512, PF_NEAR = 16 * 1024, L2_BLOCK = 256 * 1024, KC = 1024, OC = 128, SMALL_N = 8 };
 
-/* Scalar weight loads for tails: the mapping gives no alignment guarantee. */
-INLINE float ld1_f32(const float *p) {
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-INLINE float ld1_bf16(const uint16_t *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return qw_bf16_to_f32(v);
-}
-INLINE float ld1_f16(const uint16_t *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return qw_f16_to_f32(v);
-}
 INLINE float fma1(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }

@@ -96,6 +96,24 @@ static inline uint16_t qw_f32_to_f16(float f) {
     return (uint16_t)(sign | r);
 }
 
+/* Scalar weight loads for the SIMD files' tails: the mapping gives no
+ * alignment guarantee, so memcpy, never a typed load. */
+static inline float ld1_f32(const float *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline float ld1_bf16(const uint16_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return qw_bf16_to_f32(v);
+}
+static inline float ld1_f16(const uint16_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return qw_f16_to_f32(v);
+}
+
 /* One Q8_0 block's scale (binary16 at the block start, any alignment). */
 static inline float qw_q8_0_scale(const uint8_t *blk) {
     uint16_t h;

@@ -41,22 +41,6 @@ INLINE void ld8_f32(const float *p, float32x4_t *lo, float32x4_t *hi) {
     *lo = vld1q_f32(p);
     *hi = vld1q_f32(p + 4);
 }
-/* Scalar weight loads for tails: the mapping gives no alignment guarantee. */
-INLINE float ld1_f32(const float *p) {
-    float v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-INLINE float ld1_bf16(const uint16_t *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return qw_bf16_to_f32(v);
-}
-INLINE float ld1_f16(const uint16_t *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return qw_f16_to_f32(v);
-}
 
 /* {sum(a), sum(b), sum(c), sum(d)} */
 INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d) {

@@ -35,6 +35,8 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
 #include "test.h"
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "test_rng.h"
 
 /* Largest expf error (ulp) we accept from a SIMD level: the polynomial exp
  * of the SIMD files was measured at <= 1.25 ulp against float64 exp over
@@ -43,14 +45,6 @@
  * one coefficient fails this test). */
 #define EXP_ULPS 3.0
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-static float frand(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
 
 static uint16_t f32_to_bf16_trunc(float f) {
     uint32_t u;

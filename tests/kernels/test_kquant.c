@@ -24,15 +24,9 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
 #include "test.h"
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "test_rng.h"
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-static float frand(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
 
 static const struct {
     qw_dtype dt;
@@ -44,12 +38,7 @@ static const struct {
 };
 #define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("QWENC_FIXTURES");
-    static char buf[1024];
-    snprintf(buf, sizeof buf, "%s/quant/blocks.bin", dir && *dir ? dir : "tests/fixtures");
-    return buf;
-}
+#define fixture_path() test_fixture_path("quant/blocks.bin")
 
 /* Every level's to_f32 on the fixture == gguf's dequantize, bit for bit. */
 static void check_fixture(void) {

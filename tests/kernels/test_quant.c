@@ -23,22 +23,11 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
 #include "test.h"
+#define TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#include "test_rng.h"
 
-static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-static float frand(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("QWENC_FIXTURES");
-    static char buf[1024];
-    snprintf(buf, sizeof buf, "%s/quant/q8_0.bin", dir && *dir ? dir : "tests/fixtures");
-    return buf;
-}
+#define fixture_path() test_fixture_path("quant/q8_0.bin")
 
 static void check_fixture(void) {
     FILE *f = fopen(fixture_path(), "rb");
