@@ -91,10 +91,50 @@ void qw_quantize_q8_0(void *dst, const float *x, int64_t n);
 typedef void (*qw_matmul_fn)(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                              const void *W, int64_t k, int64_t o0, int64_t o1);
 
+/* ---- the integer path ("fast" precision) ----
+ * The default precision quantizes each matmul input once to 8-bit blocks
+ * ("QA8") and multiplies with integer dot products; --precision exact keeps
+ * the float32-activation matmul above, bit for bit.
+ *
+ * QA8 row: k floats (k % 32 == 0) become qw_qa8_row_bytes(k) bytes:
+ *   int8_t  q[k]        at offset 0
+ *   float   d[k / 32]   at offset k               scale of each block of 32
+ *   int32_t s[k / 32]   at offset k + 4 * (k/32)  sum of the block's q
+ * Rule, bit for bit on every level: amax = max |x| over the block;
+ * d = amax / 127 (float32 division); id = amax != 0 ? 127 / amax : 0
+ * (float32 division); q = round-half-even(x * id) (float32 product), which
+ * lies in [-127, 127]; s = sum of q. Rows are stored one after another at a
+ * stride of qw_qa8_row_bytes(k) (a multiple of 8 bytes).
+ *
+ * matmul_q[dtype]: Y[t*ldy + o] = sum_i X[t][i] * W[o][i] for t < n,
+ * o in [o0, o1), X given as n QA8 rows at stride ldxq bytes; NULL for types
+ * without an integer path (F32, F16, BF16 keep the float matmul).
+ * Float order (the same on every level, so every SIMD kernel is bitwise its
+ * plain-C twin, and batch invariant as matmul): the 32-weight blocks of a
+ * row are b = 0, 1, ... (a K-quant super-block of 256 holds blocks 8B..8B+7,
+ * one per 32-weight sub-block); each block's integer dot products are exact;
+ * block b's float terms go, in ascending b, into accumulator lane b % 8 of
+ * 8 float32 lanes (starting at +0) by the steps the reference of its type
+ * spells out (fmaf with the products it names); the result is
+ *   ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)),
+ * stored to Y (never added). Independent of n, of t's place in the batch
+ * and of o0/o1. */
+#define QW_QA8_BLOCK 32
+static inline int64_t qw_qa8_row_bytes(int64_t k) { return k + (k / QW_QA8_BLOCK) * 8; }
+
+typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
+                               const void *W, int64_t k, int64_t o0, int64_t o1);
+
 typedef struct qw_kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
 
     qw_matmul_fn matmul[QW_DTYPE_COUNT]; /* indexed by qw_dtype of W */
+
+    /* The integer path (see QA8 above). quantize_qa8: one row of k floats
+     * (k % 32 == 0) into a QA8 row at dst. matmul_q: NULL where a type has
+     * no integer kernel (the caller then uses matmul). */
+    void (*quantize_qa8)(void *dst, const float *x, int64_t k);
+    qw_matmul_q_fn matmul_q[QW_DTYPE_COUNT];
 
     /* Convert n elements of dtype t to float32 (embedding rows, norm weights).
      * Block types: x at a block start, n a multiple of the block size. */
