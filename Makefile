@@ -30,6 +30,10 @@ ARCH := $(shell $(CC) -dumpmachine)
 ifneq (,$(findstring x86_64,$(ARCH)))
   FLAGS_AVX2   = -mavx2 -mfma -mf16c
   FLAGS_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c
+  # Files for one instruction family each, called only when cpu.c saw its bit.
+  FLAGS_AVX512VNNI = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+  FLAGS_AVX512BF16 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
+  FLAGS_AVXVNNI    = -mavx2 -mfma -mf16c -mavxvnni
 endif
 
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
@@ -59,6 +63,18 @@ $(BUILD)/libqwenc.a: $(LIB_OBJ)
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FLAGS_AVX2) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avx512vnni.o: %_avx512vnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FLAGS_AVX512VNNI) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avx512bf16.o: %_avx512bf16.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FLAGS_AVX512BF16) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_avxvnni.o: %_avxvnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FLAGS_AVXVNNI) -MMD -MP -c $< -o $@
 
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)

@@ -38,7 +38,7 @@ static void detect(void) {
     uint32_t a = 0, b = 0, c = 0, d = 0;
     uint32_t max = __get_cpuid_max(0, NULL);
     int fma = 0, f16c = 0, avx = 0, osxsave = 0, avx2 = 0;
-    int f = 0, bw = 0, vl = 0, dq = 0, bf16 = 0, vnni = 0;
+    int f = 0, bw = 0, vl = 0, dq = 0, bf16 = 0, vnni = 0, avxvnni = 0;
     uint64_t xcr0 = 0;
     if (max >= 1) {
         __cpuid_count(1, 0, a, b, c, d);
@@ -58,6 +58,7 @@ static void detect(void) {
         vnni = bit(c, 11);
         if (max7 >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
+            avxvnni = bit(a, 4);
             bf16 = bit(a, 5);
         }
     }
@@ -74,11 +75,14 @@ static void detect(void) {
     unsigned fl = 0;
     if (os_ymm && avx && avx2 && fma && f16c) fl |= QW_CPU_AVX2;
     if ((fl & QW_CPU_AVX2) && os_zmm && f && bw && vl && dq && bf16 && vnni) fl |= QW_CPU_AVX512;
+    if ((fl & QW_CPU_AVX2) && avxvnni) fl |= QW_CPU_AVXVNNI;
+    if ((fl & QW_CPU_AVX512) && vnni) fl |= QW_CPU_AVX512VNNI;
+    if ((fl & QW_CPU_AVX512) && bf16) fl |= QW_CPU_AVX512BF16;
     g_cpu.flags = fl;
-    snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s", avx ? " avx" : "",
+    snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s%s", avx ? " avx" : "",
              avx2 ? " avx2" : "", fma ? " fma" : "", f16c ? " f16c" : "", f ? " avx512f" : "",
              bw ? " avx512bw" : "", vl ? " avx512vl" : "", dq ? " avx512dq" : "",
-             bf16 ? " avx512bf16" : "", vnni ? " avx512vnni" : "",
+             bf16 ? " avx512bf16" : "", vnni ? " avx512vnni" : "", avxvnni ? " avxvnni" : "",
              (f && !os_zmm) ? " (os: no zmm state)" : "");
 }
 

@@ -41,6 +41,11 @@ enum {
     QW_CPU_AVX2 = 1u << 0,   /* avx2 + fma + f16c, YMM state enabled */
     QW_CPU_AVX512 = 1u << 1, /* avx512 f/bw/vl/dq/bf16/vnni, ZMM state enabled */
     QW_CPU_NEON = 1u << 2,   /* arm64 Advanced SIMD (baseline) */
+    /* Instruction families a level's kernels may use where present, each
+     * gated on its own CPUID bit (and the OS state of its registers). */
+    QW_CPU_AVX512VNNI = 1u << 3, /* vpdpbusd on zmm (needs the avx512 level) */
+    QW_CPU_AVX512BF16 = 1u << 4, /* vdpbf16ps on zmm (needs the avx512 level) */
+    QW_CPU_AVXVNNI = 1u << 5,    /* VEX vpdpbusd on ymm (needs the avx2 level) */
 };
 unsigned kernels_cpu_flags(void);
 
