@@ -44,7 +44,9 @@
  * load; the threaded mode runs the very same step function. In manual mode
  * sched_req_wait() must be called with timeout_s >= 0 (no engine thread
  * would wake it), and sched_stop() runs the remaining steps of the grace
- * period and the final cancel step on the caller's thread.
+ * period and the final cancel step on the caller's thread. One thread at a
+ * time drives a manual scheduler (sched_step, sched_stop); submit, wait,
+ * cancel, stats and metrics may still come from any thread.
  */
 #ifndef QW_SCHED_H
 #define QW_SCHED_H
