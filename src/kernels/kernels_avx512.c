@@ -1,5 +1,6 @@
-/* kernels_avx512.c - AVX-512 kernels (x86-64: F, BW, VL, DQ; the file is
- * built with -mavx512bf16 -mavx512vnni too, so cpu.c requires those as well).
+/* kernels_avx512.c - AVX-512 kernels (x86-64: F, BW, VL, DQ, exactly what
+ * the Makefile builds this file with and cpu.c gates the level on; VNNI or
+ * BF16 kernels would go into files of their own, *_avx512vnni.c ...).
  *
  * Same algorithms as kernels_avx2.c, 16 floats per vector, with AVX-512
  * masks for every tail (masked loads read nothing outside the mask, so no

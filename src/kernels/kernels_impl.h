@@ -39,7 +39,7 @@ int kernels_fill_attn_neon(qw_kernels *k);
  * register state (XCR0 on x86). */
 enum {
     QW_CPU_AVX2 = 1u << 0,   /* avx2 + fma + f16c, YMM state enabled */
-    QW_CPU_AVX512 = 1u << 1, /* avx512 f/bw/vl/dq/bf16/vnni, ZMM state enabled */
+    QW_CPU_AVX512 = 1u << 1, /* avx512 f/bw/vl/dq (+ the avx2 level), ZMM state enabled */
     QW_CPU_NEON = 1u << 2,   /* arm64 Advanced SIMD (baseline) */
     /* Instruction families a level's kernels may use where present, each
      * gated on its own CPUID bit (and the OS state of its registers). */
@@ -48,6 +48,16 @@ enum {
     QW_CPU_AVXVNNI = 1u << 5,    /* VEX vpdpbusd on ymm (needs the avx2 level) */
 };
 unsigned kernels_cpu_flags(void);
+
+/* What cpuid and XCR0 say (x86-64), one field per feature, 0 or 1. */
+typedef struct qw_cpu_bits {
+    int avx, avx2, fma, f16c;
+    int avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avxvnni;
+    int os_ymm, os_zmm; /* XCR0: the OS saves YMM / opmask + ZMM state */
+} qw_cpu_bits;
+/* The QW_CPU_* bits those features give (pure; cpu.c's decision, tested
+ * in tests/kernels/test_cpu.c). */
+unsigned qw_cpu_flags_from(const qw_cpu_bits *x);
 
 /* bf16 is the top half of an IEEE float32: the conversion is exact. */
 static inline float qw_bf16_to_f32(uint16_t h) {
