@@ -620,6 +620,22 @@ QMATMUL(q5_k, QW_Q5_K)
 QMATMUL(q6_k, QW_Q6_K)
 /* ==== end of the 4/5/6-bit block types ==== */
 
+/* Exported for the avx512 level (kernels_impl.h): the same converters feed
+ * its f32 tiles, so each level's block-type matmul is its own f32 matmul. */
+#define EXPORT_CONV(SUF)                                                                         \
+    void kernels_conv_##SUF##_avx2(float *dst, const char *src, int64_t len, const char *nx) {   \
+        conv_##SUF(dst, src, len, nx);                                                           \
+    }
+EXPORT_CONV(q8_0)
+EXPORT_CONV(q4_0)
+EXPORT_CONV(q4_1)
+EXPORT_CONV(q5_0)
+EXPORT_CONV(q5_1)
+EXPORT_CONV(q4_k)
+EXPORT_CONV(q5_k)
+EXPORT_CONV(q6_k)
+#undef EXPORT_CONV
+
 /* qw_quantize_q8_0 in 8 lanes, the same float operations: max |x| (max is
  * exact, any order), d = amax / 127, id = 1 / d, q = round half away from
  * zero of x * id (trunc, then +-1 when the exact remainder reaches 0.5). */

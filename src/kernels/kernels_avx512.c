@@ -193,6 +193,63 @@ MATMUL(f32, float, ld16_f32)
 MATMUL(f16, uint16_t, ld16_f16)
 MATMUL(bf16, uint16_t, ld16_bf16)
 
+/* ---- GGML's block types (Q8_0, Q4_0 ... Q6_K) ----
+ * Promise (kernels.h, README): a quantized file gives bitwise the logits of
+ * the same weights stored as F32. So every block type computes exactly what
+ * matmul_f32_avx512 computes on the dequantized weights: each 4-row x KC
+ * block is converted exactly (the AVX2 level's converters, bit for bit the
+ * reference's values) into a float32 buffer and run through rows_f32, with
+ * the same KC blocks, tiles and reductions as the f32 path, for every n
+ * (one code path: batch invariant as the f32 matmul is). Loop order as in
+ * kernels_avx2.c's matmul_prefill: a token block of X stays in L2, rows in
+ * chunks of OC so Y stays in L2, the next group's rows prefetched while a
+ * group runs. KC (512) is a multiple of every block size (32, 256). */
+enum { OC = 128 };
+
+static void matmul_conv(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const char *W, int64_t k,
+                        int64_t o0, int64_t o1, qw_dtype dt, qw_conv_fn conv) {
+    if (k == 0) { /* empty sums: the k-block loop below would not store */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
+        return;
+    }
+    float wbuf[4 * KC];
+    const int64_t rb = qw_dtype_row_bytes(dt, k), kc = k < KC ? k : KC;
+    int64_t nb = L2_BLOCK / (kc * 4);
+    nb = nb < 6 ? 6 : nb - nb % 6;
+    for (int64_t t0 = 0; t0 < n; t0 += nb)
+        for (int64_t oc = o0; oc < o1; oc += OC) {
+            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + OC < o1 ? oc + OC : o1;
+            for (int64_t c0 = 0; c0 < k; c0 += KC) {
+                int64_t len = k - c0 < KC ? k - c0 : KC, coff = qw_dtype_row_bytes(dt, c0);
+                for (int64_t o = oc; o < oc1;) {
+                    int R = o + 4 <= oc1 ? 4 : 1;
+                    for (int r = 0; r < R; r++) {
+                        const char *src = W + (o + r) * rb + coff;
+                        conv(wbuf + r * KC, src, len, o + 4 + r < o1 ? src + 4 * rb : NULL);
+                    }
+                    rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);
+                    o += R;
+                }
+            }
+        }
+}
+
+#define CMATMUL(SUF, DT)                                                                                            \
+    static void matmul_##SUF##_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
+                                      int64_t k, int64_t o0, int64_t o1) {                                          \
+        matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, DT, kernels_conv_##SUF##_avx2);                               \
+    }
+CMATMUL(q8_0, QW_Q8_0)
+CMATMUL(q4_0, QW_Q4_0)
+CMATMUL(q4_1, QW_Q4_1)
+CMATMUL(q5_0, QW_Q5_0)
+CMATMUL(q5_1, QW_Q5_1)
+CMATMUL(q4_k, QW_Q4_K)
+CMATMUL(q5_k, QW_Q5_K)
+CMATMUL(q6_k, QW_Q6_K)
+#undef CMATMUL
+
 static void to_f32_bf16_avx512(float *y, const void *x, int64_t n) {
     const uint16_t *h = x;
     for (int64_t i = 0; i < n; i += 16) {
@@ -310,10 +367,22 @@ static void softmax_avx512(float *x, int64_t n) {
     scale_avx512(x, 1.0f / _mm512_reduce_add_ps(s), n);
 }
 
+/* Every matmul entry is this file's (one summation order for all weight
+ * types: a quantized file == its F32 twin on this level). Inherited from
+ * avx2: to_f32 and quantize_q8_0 (exact conversions, bit for bit the
+ * reference on every level) and attn (no other entry must match it). */
 int kernels_fill_avx512(qw_kernels *k) {
     k->matmul[QW_F32] = matmul_f32_avx512;
     k->matmul[QW_F16] = matmul_f16_avx512;
     k->matmul[QW_BF16] = matmul_bf16_avx512;
+    k->matmul[QW_Q8_0] = matmul_q8_0_avx512;
+    k->matmul[QW_Q4_0] = matmul_q4_0_avx512;
+    k->matmul[QW_Q4_1] = matmul_q4_1_avx512;
+    k->matmul[QW_Q5_0] = matmul_q5_0_avx512;
+    k->matmul[QW_Q5_1] = matmul_q5_1_avx512;
+    k->matmul[QW_Q4_K] = matmul_q4_k_avx512;
+    k->matmul[QW_Q5_K] = matmul_q5_k_avx512;
+    k->matmul[QW_Q6_K] = matmul_q6_k_avx512;
     k->to_f32[QW_F16] = to_f32_f16_avx512;
     k->to_f32[QW_BF16] = to_f32_bf16_avx512;
     k->dot = dot_avx512;

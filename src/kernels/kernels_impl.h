@@ -34,6 +34,22 @@ void kernels_fill_attn_ref(qw_kernels *k);
 int kernels_fill_attn_avx2(qw_kernels *k);
 int kernels_fill_attn_neon(qw_kernels *k);
 
+/* The AVX2 level's exact block-type converters (kernels_avx2.c), shared with
+ * the avx512 level so that its block-type matmuls are its own f32 matmul of
+ * the converted weights: columns [c0, c0 + len) of one row (src at column
+ * c0, len a whole number of blocks) into dst as float32, each weight the
+ * reference's value bit for bit; nx: the same columns of a row to prefetch
+ * into L2, or NULL. x86-64 only; call only where the avx2 level runs. */
+typedef void (*qw_conv_fn)(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q8_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q4_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q4_1_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q5_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q5_1_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q4_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q5_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q6_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
+
 /* CPU capability bits (cpu.c). A level bit is set only when the CPU has
  * every feature that level's file is compiled with AND the OS saves the
  * register state (XCR0 on x86). */
