@@ -235,12 +235,102 @@ static void matmul_conv(float *Y, int64_t ldy, const float *X, int64_t ldx, int6
         }
 }
 
+/* Q8_0 with n <= SMALL_N (decode: memory bound, the lm_head of most GGUF
+ * files): the weights are converted in registers straight from the mapping
+ * (int8 -> float32 times the f16 scale, an exact product), 16 at a time, and
+ * fed to the same FMA sequence, reduction and Y update as tile_f32 on the
+ * converted weights (the k blocks are whole Q8_0 blocks: no masked lanes),
+ * so this path and matmul_conv give the same bits. pf as in TILE. */
+INLINE __m512 ld16_q8(const uint8_t *q, __m512 d) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), d);
+}
+
+INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const uint8_t *w, int64_t rb, int64_t c0,
+                    int64_t len, const int R, const int T, const int pf) {
+    __m512 acc[4][6];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < len; i += QW_Q8_0_BLOCK) {
+        const uint8_t *b[4];
+        __m512 d[4];
+        UNROLL for (int r = 0; r < R; r++) {
+            b[r] = w + r * rb + i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            if (pf == 1) _mm_prefetch((const char *)b[r] + PF_DIST, _MM_HINT_T0);
+            d[r] = _mm512_set1_ps(qw_q8_0_scale(b[r]));
+        }
+        if (pf == 2) { /* short rows: the next 4-row group (contiguous), in step with this one */
+            /* w is at column c0 of row 0: the group's bytes for columns c0 + i are at 4 x their offset */
+            const int64_t coff = c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            const char *nx = (const char *)w + 4 * rb + 3 * coff + 4 * (i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES);
+            _mm_prefetch(nx, _MM_HINT_T0);
+            _mm_prefetch(nx + 64, _MM_HINT_T0);
+            _mm_prefetch(nx + 128, _MM_HINT_T0);
+        }
+        UNROLL for (int s = 0; s < 2; s++) {
+            __m512 wv[4];
+            UNROLL for (int r = 0; r < R; r++) wv[r] = ld16_q8(b[r] + 2 + 16 * s, d[r]);
+            UNROLL for (int t = 0; t < T; t++) {
+                __m512 xv = _mm512_loadu_ps(X + t * ldx + i + 16 * s);
+                UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            _mm_storeu_ps(out, hsum4x16(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = _mm_cvtss_f32(hsum4x16(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));
+        UNROLL for (int r = 0; r < R; r++) Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];
+    }
+}
+
+#define Q8_CASES(T)                                                                              \
+    case T * 3: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 4, T, 0); break;                         \
+    case T * 3 + 1: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 4, T, 1); break;                     \
+    case T * 3 + 2: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 4, T, 2); break;                     \
+    case 100 + T: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 1, T, 0); break;
+/* One R-row x T-token tile (R 1 or 4, T 1..6), pf a constant in each case. */
+static void tile_q8_any(float *Y, int64_t ldy, const float *X, int64_t ldx, const uint8_t *w, int64_t rb,
+                        int64_t c0, int64_t len, int R, int T, int pf) {
+    switch (R == 4 ? T * 3 + pf : 100 + T) {
+    Q8_CASES(6) Q8_CASES(5) Q8_CASES(4) Q8_CASES(3) Q8_CASES(2) Q8_CASES(1)
+    default: break;
+    }
+}
+#undef Q8_CASES
+
+static void matmul_q8_0_direct(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const uint8_t *w,
+                               int64_t k, int64_t o0, int64_t o1) {
+    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    const int pf = 4 * rb <= PF_NEAR ? 2 : 1;
+    for (int64_t o = o0; o < o1;) {
+        int R = o + 4 <= o1 ? 4 : 1;
+        int p = pf == 2 && o + 8 > o1 ? 0 : pf; /* pf 2 reads into the next group: only inside the range */
+        for (int64_t c0 = 0; c0 < k; c0 += KC) {
+            int64_t len = k - c0 < KC ? k - c0 : KC;
+            const uint8_t *wb = w + o * rb + c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            for (int64_t t = 0; t < n; t += 6) { /* the first token tile streams, the rest hit L1 */
+                int T = n - t < 6 ? (int)(n - t) : 6;
+                tile_q8_any(Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wb, rb, c0, len, R, T, t == 0 ? p : 0);
+            }
+        }
+        o += R;
+    }
+}
+
+static void matmul_q8_0_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    if (n <= SMALL_N && k > 0) matmul_q8_0_direct(Y, ldy, X, ldx, n, W, k, o0, o1);
+    else matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q8_0, kernels_conv_q8_0_avx2);
+}
+
 #define CMATMUL(SUF, DT)                                                                                            \
     static void matmul_##SUF##_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
                                       int64_t k, int64_t o0, int64_t o1) {                                          \
         matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, DT, kernels_conv_##SUF##_avx2);                               \
     }
-CMATMUL(q8_0, QW_Q8_0)
 CMATMUL(q4_0, QW_Q4_0)
 CMATMUL(q4_1, QW_Q4_1)
 CMATMUL(q5_0, QW_Q5_0)
