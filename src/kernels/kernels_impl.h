@@ -34,6 +34,17 @@ void kernels_fill_attn_ref(qw_kernels *k);
 int kernels_fill_attn_avx2(qw_kernels *k);
 int kernels_fill_attn_neon(qw_kernels *k);
 
+/* The reference's 4/5/6-bit to_f32 (quant_ref.c; n whole blocks from a block
+ * start), exported for the levels that convert with it before their own f32
+ * tiles (neon). */
+void kernels_to_f32_q4_0_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q4_1_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q5_0_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q5_1_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q4_k_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q5_k_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q6_k_ref(float *y, const void *x, int64_t n);
+
 /* The AVX2 level's exact block-type converters (kernels_avx2.c), shared with
  * the avx512 level so that its block-type matmuls are its own f32 matmul of
  * the converted weights: columns [c0, c0 + len) of one row (src at column
