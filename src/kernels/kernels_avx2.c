@@ -188,9 +188,12 @@ static void matmul_prefill(float *Y, int64_t ldy, const float *X, int64_t ldx, i
     int64_t kc = k < KC ? k : KC;
     int64_t nb = L2_BLOCK / (kc * 4);
     nb = nb < 3 ? 3 : nb - nb % 3;
+    /* decode and small batches: X is tiny, so each 4-row group runs its k
+     * blocks back to back and its rows stream from memory end to end */
+    const int64_t ocs = n <= SMALL_N ? 4 : OC;
     for (int64_t t0 = 0; t0 < n; t0 += nb)
-        for (int64_t oc = o0; oc < o1; oc += OC) {
-            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + OC < o1 ? oc + OC : o1;
+        for (int64_t oc = o0; oc < o1; oc += ocs) {
+            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + ocs < o1 ? oc + ocs : o1;
             for (int64_t c0 = 0; c0 < k; c0 += KC) {
                 int64_t len = k - c0 < KC ? k - c0 : KC, coff = qw_dtype_row_bytes(dt, c0);
                 for (int64_t o = oc; o < oc1;) {
