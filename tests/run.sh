@@ -6,6 +6,12 @@
 #   BUILD=build tests/run.sh          (make test calls this)
 #   QWENC_SKIP_E2E=1                  C tests only (the sanitizer build)
 #   PYTHON=.venv/bin/python           interpreter with pytest for tests/e2e
+#
+# Kernel levels: the kernel checker and the fidelity test run every level
+# this CPU runs, the e2e equality cases run once per level (conftest.py);
+# the line "ISA levels covered: ..." names them, and a level that
+# `qwenc --isa-levels` lists but a part of the suite did not run counts as a
+# failure.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -59,6 +65,7 @@ for bin in $(ls "$BUILD"/tests/*/test_* 2>/dev/null | sort); do
   run_c_test "$bin"
 done
 
+rm -f "$log_dir/e2e-isa-levels"
 if [ -z "${QWENC_SKIP_E2E:-}" ] && ls tests/e2e/test_*.py >/dev/null 2>&1; then
   if "$PYTHON" -c 'import pytest' 2>/dev/null; then
     log="$log_dir/e2e.log"
@@ -76,6 +83,30 @@ if [ -z "${QWENC_SKIP_E2E:-}" ] && ls tests/e2e/test_*.py >/dev/null 2>&1; then
   else
     echo "FAIL  e2e: $PYTHON has no pytest (run tools/venv.sh)"; failed=$((failed + 1))
   fi
+fi
+
+# Which kernel levels each part ran: "level NAME: ok" lines of the kernel
+# checker, "[NAME]" lines of the fidelity test, the e2e levels file.
+levels_in() { [ -f "$1" ] && sed -nE "$2" "$1" | awk '!seen[$0]++' | tr '\n' ' ' | sed 's/ $//'; }
+available=$("$BUILD/qwenc" --isa-levels 2>/dev/null)
+k_levels=$(levels_in "$log_dir/kernels_test_kernels.log" 's/^level ([a-z0-9]+): ok$/\1/p')
+f_levels=$(levels_in "$log_dir/fidelity_test_fidelity.log" 's/^  \[([a-z0-9]+)\] .*/\1/p')
+parts="kernels: ${k_levels:-none}; fidelity: ${f_levels:-none}"
+if [ -z "${QWENC_SKIP_E2E:-}" ]; then
+  e_levels=$(cat "$log_dir/e2e-isa-levels" 2>/dev/null)
+  parts="$parts; e2e: ${e_levels:-none}"
+fi
+covered="" missing=""
+for lv in $available; do
+  all=1
+  case " $k_levels " in *" $lv "*) ;; *) all=0 ;; esac
+  case " $f_levels " in *" $lv "*) ;; *) all=0 ;; esac
+  if [ -z "${QWENC_SKIP_E2E:-}" ]; then case " $e_levels " in *" $lv "*) ;; *) all=0 ;; esac; fi
+  if [ "$all" -eq 1 ]; then covered="$covered $lv"; else missing="$missing $lv"; fi
+done
+echo "ISA levels covered:${covered:- none} ($parts)"
+if [ -n "$missing" ]; then
+  echo "FAIL  ISA levels this CPU runs but the suite did not cover:$missing"; failed=$((failed + 1))
 fi
 
 echo "$passed passed, $failed failed"

@@ -3,11 +3,25 @@
  *   qwenc MODEL "IDS" N               seed single-shot form
  *   qwenc MODEL [options]             see usage()
  *   qwenc pull REPO | synth DIR | chat MODEL
+ *   qwenc --isa-levels                the kernel levels this CPU runs
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "kernels/kernels.h"
+
+/* The kernel levels this binary can run on this CPU and OS, ascending, on
+ * one line: each is a valid QWENC_ISA (the test suite runs its end-to-end
+ * equality cases under each). The CPU's features go to stderr. */
+static int print_isa_levels(void) {
+    const char *const *names = kernels_level_names();
+    for (int i = 0, n = 0; names[i]; i++)
+        if (kernels_level(names[i])) printf("%s%s", n++ ? " " : "", names[i]);
+    printf("\n");
+    fprintf(stderr, "cpu: %s\n", kernels_cpu_features());
+    return 0;
+}
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
@@ -15,6 +29,7 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--isa-levels")) return print_isa_levels();
     if (!strcmp(argv[1], "pull")) return mode_pull(argc - 2, argv + 2);
     if (!strcmp(argv[1], "synth")) return mode_synth(argc - 2, argv + 2);
     if (!strcmp(argv[1], "chat")) return mode_chat(argc - 2, argv + 2);

@@ -45,6 +45,7 @@ void usage(FILE *f) {
         "  qwenc synth OUT_DIR [--config F] [--tokenizer DIR | --no-tokenizer]\n"
         "              [--dtype bf16|f16|f32] [--seed S] [--scale X]\n"
         "                                      write a random-weight model (offline testing)\n"
+        "  qwenc --isa-levels                  print the kernel levels this CPU runs\n"
         "\n"
         "MODEL is a folder (config.json, *.safetensors, tokenizer.json), a GGUF file\n"
         "(F32/F16/BF16 tensors; weights, config and tokenizer from the one file), or a\n"

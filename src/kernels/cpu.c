@@ -15,6 +15,23 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The capability bits from the raw feature bits: pure, so that
+ * tests/kernels/test_cpu.c can check the decision for CPUs we do not have.
+ * Each level requires exactly what its file is compiled with (Makefile):
+ * avx2 = AVX2 + FMA + F16C; avx512 = F/BW/VL/DQ (+ the avx2 level, whose
+ * entries it inherits); the optional families (VNNI, BF16) each need only
+ * their own bit on top of the level whose registers they use. */
+unsigned qw_cpu_flags_from(const qw_cpu_bits *x) {
+    unsigned fl = 0;
+    if (x->os_ymm && x->avx && x->avx2 && x->fma && x->f16c) fl |= QW_CPU_AVX2;
+    if ((fl & QW_CPU_AVX2) && x->os_zmm && x->avx512f && x->avx512bw && x->avx512vl && x->avx512dq)
+        fl |= QW_CPU_AVX512;
+    if ((fl & QW_CPU_AVX2) && x->avxvnni) fl |= QW_CPU_AVXVNNI;
+    if ((fl & QW_CPU_AVX512) && x->avx512vnni) fl |= QW_CPU_AVX512VNNI;
+    if ((fl & QW_CPU_AVX512) && x->avx512bf16) fl |= QW_CPU_AVX512BF16;
+    return fl;
+}
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
 #if defined(__APPLE__)
@@ -37,53 +54,47 @@ static struct {
 static void detect(void) {
     uint32_t a = 0, b = 0, c = 0, d = 0;
     uint32_t max = __get_cpuid_max(0, NULL);
-    int fma = 0, f16c = 0, avx = 0, osxsave = 0, avx2 = 0;
-    int f = 0, bw = 0, vl = 0, dq = 0, bf16 = 0, vnni = 0, avxvnni = 0;
+    qw_cpu_bits x = {0};
     uint64_t xcr0 = 0;
+    int osxsave = 0;
     if (max >= 1) {
         __cpuid_count(1, 0, a, b, c, d);
-        fma = bit(c, 12);
+        x.fma = bit(c, 12);
         osxsave = bit(c, 27);
-        avx = bit(c, 28);
-        f16c = bit(c, 29);
+        x.avx = bit(c, 28);
+        x.f16c = bit(c, 29);
     }
     if (max >= 7) {
         __cpuid_count(7, 0, a, b, c, d);
         uint32_t max7 = a;
-        avx2 = bit(b, 5);
-        f = bit(b, 16);
-        dq = bit(b, 17);
-        bw = bit(b, 30);
-        vl = bit(b, 31);
-        vnni = bit(c, 11);
+        x.avx2 = bit(b, 5);
+        x.avx512f = bit(b, 16);
+        x.avx512dq = bit(b, 17);
+        x.avx512bw = bit(b, 30);
+        x.avx512vl = bit(b, 31);
+        x.avx512vnni = bit(c, 11);
         if (max7 >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
-            avxvnni = bit(a, 4);
-            bf16 = bit(a, 5);
+            x.avxvnni = bit(a, 4);
+            x.avx512bf16 = bit(a, 5);
         }
     }
     if (osxsave) xcr0 = xgetbv0();
-    int os_ymm = osxsave && (xcr0 & 0x6) == 0x6;     /* XMM + YMM */
-    int os_zmm = os_ymm && (xcr0 & 0xe0) == 0xe0;     /* opmask + ZMM_Hi256 + Hi16_ZMM */
+    x.os_ymm = osxsave && (xcr0 & 0x6) == 0x6;     /* XMM + YMM */
+    x.os_zmm = x.os_ymm && (xcr0 & 0xe0) == 0xe0; /* opmask + ZMM_Hi256 + Hi16_ZMM */
 #if defined(__APPLE__)
-    if (os_ymm && !os_zmm && f) {
+    if (x.os_ymm && !x.os_zmm && x.avx512f) {
         int v = 0;
         size_t len = sizeof v;
-        if (sysctlbyname("hw.optional.avx512f", &v, &len, NULL, 0) == 0 && v) os_zmm = 1;
+        if (sysctlbyname("hw.optional.avx512f", &v, &len, NULL, 0) == 0 && v) x.os_zmm = 1;
     }
 #endif
-    unsigned fl = 0;
-    if (os_ymm && avx && avx2 && fma && f16c) fl |= QW_CPU_AVX2;
-    if ((fl & QW_CPU_AVX2) && os_zmm && f && bw && vl && dq && bf16 && vnni) fl |= QW_CPU_AVX512;
-    if ((fl & QW_CPU_AVX2) && avxvnni) fl |= QW_CPU_AVXVNNI;
-    if ((fl & QW_CPU_AVX512) && vnni) fl |= QW_CPU_AVX512VNNI;
-    if ((fl & QW_CPU_AVX512) && bf16) fl |= QW_CPU_AVX512BF16;
-    g_cpu.flags = fl;
-    snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s%s", avx ? " avx" : "",
-             avx2 ? " avx2" : "", fma ? " fma" : "", f16c ? " f16c" : "", f ? " avx512f" : "",
-             bw ? " avx512bw" : "", vl ? " avx512vl" : "", dq ? " avx512dq" : "",
-             bf16 ? " avx512bf16" : "", vnni ? " avx512vnni" : "", avxvnni ? " avxvnni" : "",
-             (f && !os_zmm) ? " (os: no zmm state)" : "");
+    g_cpu.flags = qw_cpu_flags_from(&x);
+    snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s%s", x.avx ? " avx" : "",
+             x.avx2 ? " avx2" : "", x.fma ? " fma" : "", x.f16c ? " f16c" : "", x.avx512f ? " avx512f" : "",
+             x.avx512bw ? " avx512bw" : "", x.avx512vl ? " avx512vl" : "", x.avx512dq ? " avx512dq" : "",
+             x.avx512bf16 ? " avx512bf16" : "", x.avx512vnni ? " avx512vnni" : "", x.avxvnni ? " avxvnni" : "",
+             (x.avx512f && !x.os_zmm) ? " (os: no zmm state)" : "");
 }
 
 #elif defined(__aarch64__)

@@ -87,7 +87,11 @@ void qw_quantize_q8_0(void *dst, const float *x, int64_t n);
  * of floating-point operations whatever n, t's place in the batch and the
  * o0..o1 split are, so a row's result is bitwise identical alone or batched
  * (continuous batching must not change a request's tokens; checked in
- * tests/kernels/test_kernels.c). */
+ * tests/kernels/test_kernels.c).
+ * One order per level: on every level, matmul[t] of a block type gives
+ * bitwise what the same level's matmul[QW_F32] gives on the dequantized
+ * (to_f32) weights, so a quantized file has the logits of its F32 twin
+ * whatever level the CPU picks (test_kernels checks every level). */
 typedef void (*qw_matmul_fn)(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                              const void *W, int64_t k, int64_t o0, int64_t o1);
 

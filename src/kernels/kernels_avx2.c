@@ -188,9 +188,12 @@ static void matmul_prefill(float *Y, int64_t ldy, const float *X, int64_t ldx, i
     int64_t kc = k < KC ? k : KC;
     int64_t nb = L2_BLOCK / (kc * 4);
     nb = nb < 3 ? 3 : nb - nb % 3;
+    /* decode and small batches: X is tiny, so each 4-row group runs its k
+     * blocks back to back and its rows stream from memory end to end */
+    const int64_t ocs = n <= SMALL_N ? 4 : OC;
     for (int64_t t0 = 0; t0 < n; t0 += nb)
-        for (int64_t oc = o0; oc < o1; oc += OC) {
-            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + OC < o1 ? oc + OC : o1;
+        for (int64_t oc = o0; oc < o1; oc += ocs) {
+            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + ocs < o1 ? oc + ocs : o1;
             for (int64_t c0 = 0; c0 < k; c0 += KC) {
                 int64_t len = k - c0 < KC ? k - c0 : KC, coff = qw_dtype_row_bytes(dt, c0);
                 for (int64_t o = oc; o < oc1;) {
@@ -619,6 +622,22 @@ QMATMUL(q4_k, QW_Q4_K)
 QMATMUL(q5_k, QW_Q5_K)
 QMATMUL(q6_k, QW_Q6_K)
 /* ==== end of the 4/5/6-bit block types ==== */
+
+/* Exported for the avx512 level (kernels_impl.h): the same converters feed
+ * its f32 tiles, so each level's block-type matmul is its own f32 matmul. */
+#define EXPORT_CONV(SUF)                                                                         \
+    void kernels_conv_##SUF##_avx2(float *dst, const char *src, int64_t len, const char *nx) {   \
+        conv_##SUF(dst, src, len, nx);                                                           \
+    }
+EXPORT_CONV(q8_0)
+EXPORT_CONV(q4_0)
+EXPORT_CONV(q4_1)
+EXPORT_CONV(q5_0)
+EXPORT_CONV(q5_1)
+EXPORT_CONV(q4_k)
+EXPORT_CONV(q5_k)
+EXPORT_CONV(q6_k)
+#undef EXPORT_CONV
 
 /* qw_quantize_q8_0 in 8 lanes, the same float operations: max |x| (max is
  * exact, any order), d = amax / 127, id = 1 / d, q = round half away from

@@ -1,5 +1,6 @@
-/* kernels_avx512.c - AVX-512 kernels (x86-64: F, BW, VL, DQ; the file is
- * built with -mavx512bf16 -mavx512vnni too, so cpu.c requires those as well).
+/* kernels_avx512.c - AVX-512 kernels (x86-64: F, BW, VL, DQ, exactly what
+ * the Makefile builds this file with and cpu.c gates the level on; VNNI or
+ * BF16 kernels would go into files of their own, *_avx512vnni.c ...).
  *
  * Same algorithms as kernels_avx2.c, 16 floats per vector, with AVX-512
  * masks for every tail (masked loads read nothing outside the mask, so no
@@ -72,30 +73,37 @@ enum { PF_DIST = 1024, PF_NEAR = 16 * 1024, L2_BLOCK = 512 * 1024, KC = 512, SMA
     case T * 3 + 1: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 1); break;                  \
     case T * 3 + 2: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 2); break;
 #define TILE(SUF, WT, LD16)                                                                      \
+    /* One 16-column step at column i (lanes m) of every (row, token) accumulator. */            \
+    INLINE void step_##SUF(__m512 acc[4][6], const float *X, int64_t ldx, const WT *w,           \
+                           int64_t ws, int64_t c0, int64_t i, __mmask16 m, const int R,          \
+                           const int T, const int pf) {                                          \
+        if (pf == 1 && (i & 31) == 0) {                                                          \
+            UNROLL for (int r = 0; r < R; r++)                                                   \
+                _mm_prefetch((const char *)(w + r * ws + i) + PF_DIST, _MM_HINT_T0);             \
+        } else if (pf == 2) {                                                                    \
+            const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);                  \
+            for (int64_t q = 0; q < R * 16 * (int64_t)sizeof(WT); q += 64)                       \
+                _mm_prefetch(nx + q, _MM_HINT_T0);                                               \
+        }                                                                                        \
+        __m512 wv[4];                                                                            \
+        UNROLL for (int r = 0; r < R; r++) wv[r] = LD16(w + r * ws + i, m);                      \
+        UNROLL for (int t = 0; t < T; t++) {                                                     \
+            __m512 xv = _mm512_maskz_loadu_ps(m, X + t * ldx + i);                               \
+            UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]); \
+        }                                                                                        \
+    }                                                                                            \
     INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
                            int64_t ws, int64_t c0, int64_t len, const int R, const int T,        \
                            const int pf) {                                                       \
         __m512 acc[4][6];                                                                        \
         UNROLL for (int r = 0; r < R; r++)                                                       \
             UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();                  \
-        for (int64_t i = 0; i < len; i += 16) {                                                  \
-            __mmask16 m = lanes(len - i);                                                        \
-            if (pf == 1 && (i & 31) == 0) {                                                      \
-                UNROLL for (int r = 0; r < R; r++)                                               \
-                    _mm_prefetch((const char *)(w + r * ws + i) + PF_DIST, _MM_HINT_T0);         \
-            } else if (pf == 2) {                                                                \
-                const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);              \
-                for (int64_t q = 0; q < R * 16 * (int64_t)sizeof(WT); q += 64)                   \
-                    _mm_prefetch(nx + q, _MM_HINT_T0);                                           \
-            }                                                                                    \
-            __m512 wv[4];                                                                        \
-            UNROLL for (int r = 0; r < R; r++) wv[r] = LD16(w + r * ws + i, m);                  \
-            UNROLL for (int t = 0; t < T; t++) {                                                 \
-                __m512 xv = _mm512_maskz_loadu_ps(m, X + t * ldx + i);                           \
-                UNROLL for (int r = 0; r < R; r++)                                               \
-                    acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);                           \
-            }                                                                                    \
-        }                                                                                        \
+        /* whole 16-column steps unmasked, then at most one masked step: the     \
+         * same FMAs as masking every step (a full mask loads every lane) */     \
+        int64_t i = 0;                                                                           \
+        for (; i + 16 <= len; i += 16)                                                           \
+            step_##SUF(acc, X, ldx, w, ws, c0, i, (__mmask16)0xffff, R, T, pf);                 \
+        if (i < len) step_##SUF(acc, X, ldx, w, ws, c0, i, lanes(len - i), R, T, pf);           \
         UNROLL for (int t = 0; t < T; t++) {                                                     \
             float out[4];                                                                        \
             if (R == 4)                                                                          \
@@ -191,6 +199,157 @@ TILE(bf16, uint16_t, ld16_bf16)
 MATMUL(f32, float, ld16_f32)
 MATMUL(f16, uint16_t, ld16_f16)
 MATMUL(bf16, uint16_t, ld16_bf16)
+
+/* ---- GGML's block types (Q8_0, Q4_0 ... Q6_K) ----
+ * Promise (kernels.h, README): a quantized file gives bitwise the logits of
+ * the same weights stored as F32. So every block type computes exactly what
+ * matmul_f32_avx512 computes on the dequantized weights: each 4-row x KC
+ * block is converted exactly (the AVX2 level's converters, bit for bit the
+ * reference's values) into a float32 buffer and run through rows_f32, with
+ * the same KC blocks, tiles and reductions as the f32 path, for every n
+ * (one code path: batch invariant as the f32 matmul is). Loop order as in
+ * kernels_avx2.c's matmul_prefill: a token block of X stays in L2, rows in
+ * chunks of OC so Y stays in L2, the next group's rows prefetched while a
+ * group runs. KC (512) is a multiple of every block size (32, 256). */
+enum { OC = 128 };
+
+static void matmul_conv(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const char *W, int64_t k,
+                        int64_t o0, int64_t o1, qw_dtype dt, qw_conv_fn conv) {
+    if (k == 0) { /* empty sums: the k-block loop below would not store */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
+        return;
+    }
+    float wbuf[4 * KC];
+    const int64_t rb = qw_dtype_row_bytes(dt, k), kc = k < KC ? k : KC;
+    int64_t nb = L2_BLOCK / (kc * 4);
+    nb = nb < 6 ? 6 : nb - nb % 6;
+    /* decode and small batches: X is tiny, so each 4-row group runs its k
+     * blocks back to back and its rows stream from memory end to end
+     * (measured, one core: 896 x 4864 n = 1 Q5_0 0.86 -> 0.58 ms, Q6_K 0.95 -> 0.63) */
+    const int64_t ocs = n <= SMALL_N ? 4 : OC;
+    for (int64_t t0 = 0; t0 < n; t0 += nb)
+        for (int64_t oc = o0; oc < o1; oc += ocs) {
+            int64_t t1 = t0 + nb < n ? t0 + nb : n, oc1 = oc + ocs < o1 ? oc + ocs : o1;
+            for (int64_t c0 = 0; c0 < k; c0 += KC) {
+                int64_t len = k - c0 < KC ? k - c0 : KC, coff = qw_dtype_row_bytes(dt, c0);
+                for (int64_t o = oc; o < oc1;) {
+                    int R = o + 4 <= oc1 ? 4 : 1;
+                    for (int r = 0; r < R; r++) {
+                        const char *src = W + (o + r) * rb + coff;
+                        conv(wbuf + r * KC, src, len, o + 4 + r < o1 ? src + 4 * rb : NULL);
+                    }
+                    rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);
+                    o += R;
+                }
+            }
+        }
+}
+
+/* Q8_0 with n <= SMALL_N (decode: memory bound, the lm_head of most GGUF
+ * files): the weights are converted in registers straight from the mapping
+ * (int8 -> float32 times the f16 scale, an exact product), 16 at a time, and
+ * fed to the same FMA sequence, reduction and Y update as tile_f32 on the
+ * converted weights (the k blocks are whole Q8_0 blocks: no masked lanes),
+ * so this path and matmul_conv give the same bits. pf as in TILE. */
+INLINE __m512 ld16_q8(const uint8_t *q, __m512 d) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)), d);
+}
+
+INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const uint8_t *w, int64_t rb, int64_t c0,
+                    int64_t len, const int R, const int T, const int pf) {
+    __m512 acc[4][6];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < len; i += QW_Q8_0_BLOCK) {
+        const uint8_t *b[4];
+        __m512 d[4];
+        UNROLL for (int r = 0; r < R; r++) {
+            b[r] = w + r * rb + i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            if (pf == 1) _mm_prefetch((const char *)b[r] + PF_DIST, _MM_HINT_T0);
+            d[r] = _mm512_set1_ps(qw_q8_0_scale(b[r]));
+        }
+        if (pf == 2) { /* short rows: the next 4-row group (contiguous), in step with this one */
+            /* w is at column c0 of row 0: the group's bytes for columns c0 + i are at 4 x their offset */
+            const int64_t coff = c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            const char *nx = (const char *)w + 4 * rb + 3 * coff + 4 * (i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES);
+            _mm_prefetch(nx, _MM_HINT_T0);
+            _mm_prefetch(nx + 64, _MM_HINT_T0);
+            _mm_prefetch(nx + 128, _MM_HINT_T0);
+        }
+        UNROLL for (int s = 0; s < 2; s++) {
+            __m512 wv[4];
+            UNROLL for (int r = 0; r < R; r++) wv[r] = ld16_q8(b[r] + 2 + 16 * s, d[r]);
+            UNROLL for (int t = 0; t < T; t++) {
+                __m512 xv = _mm512_loadu_ps(X + t * ldx + i + 16 * s);
+                UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            _mm_storeu_ps(out, hsum4x16(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = _mm_cvtss_f32(hsum4x16(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));
+        UNROLL for (int r = 0; r < R; r++) Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];
+    }
+}
+
+#define Q8_CASES(T)                                                                              \
+    case T * 3: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 4, T, 0); break;                         \
+    case T * 3 + 1: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 4, T, 1); break;                     \
+    case T * 3 + 2: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 4, T, 2); break;                     \
+    case 100 + T: tile_q8(Y, ldy, X, ldx, w, rb, c0, len, 1, T, 0); break;
+/* One R-row x T-token tile (R 1 or 4, T 1..6), pf a constant in each case. */
+static void tile_q8_any(float *Y, int64_t ldy, const float *X, int64_t ldx, const uint8_t *w, int64_t rb,
+                        int64_t c0, int64_t len, int R, int T, int pf) {
+    switch (R == 4 ? T * 3 + pf : 100 + T) {
+    Q8_CASES(6) Q8_CASES(5) Q8_CASES(4) Q8_CASES(3) Q8_CASES(2) Q8_CASES(1)
+    default: break;
+    }
+}
+#undef Q8_CASES
+
+static void matmul_q8_0_direct(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const uint8_t *w,
+                               int64_t k, int64_t o0, int64_t o1) {
+    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    const int pf = 4 * rb <= PF_NEAR ? 2 : 1;
+    for (int64_t o = o0; o < o1;) {
+        int R = o + 4 <= o1 ? 4 : 1;
+        int p = pf == 2 && o + 8 > o1 ? 0 : pf; /* pf 2 reads into the next group: only inside the range */
+        for (int64_t c0 = 0; c0 < k; c0 += KC) {
+            int64_t len = k - c0 < KC ? k - c0 : KC;
+            const uint8_t *wb = w + o * rb + c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            for (int64_t t = 0; t < n; t += 6) { /* the first token tile streams, the rest hit L1 */
+                int T = n - t < 6 ? (int)(n - t) : 6;
+                tile_q8_any(Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wb, rb, c0, len, R, T, t == 0 ? p : 0);
+            }
+        }
+        o += R;
+    }
+}
+
+static void matmul_q8_0_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    if (n <= SMALL_N && k > 0) matmul_q8_0_direct(Y, ldy, X, ldx, n, W, k, o0, o1);
+    else matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q8_0, kernels_conv_q8_0_avx2);
+}
+
+#define CMATMUL(SUF, DT)                                                                                            \
+    static void matmul_##SUF##_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
+                                      int64_t k, int64_t o0, int64_t o1) {                                          \
+        matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, DT, kernels_conv_##SUF##_avx2);                               \
+    }
+CMATMUL(q4_0, QW_Q4_0)
+CMATMUL(q4_1, QW_Q4_1)
+CMATMUL(q5_0, QW_Q5_0)
+CMATMUL(q5_1, QW_Q5_1)
+CMATMUL(q4_k, QW_Q4_K)
+CMATMUL(q5_k, QW_Q5_K)
+CMATMUL(q6_k, QW_Q6_K)
+#undef CMATMUL
 
 static void to_f32_bf16_avx512(float *y, const void *x, int64_t n) {
     const uint16_t *h = x;
@@ -309,10 +468,22 @@ static void softmax_avx512(float *x, int64_t n) {
     scale_avx512(x, 1.0f / _mm512_reduce_add_ps(s), n);
 }
 
+/* Every matmul entry is this file's (one summation order for all weight
+ * types: a quantized file == its F32 twin on this level). Inherited from
+ * avx2: to_f32 and quantize_q8_0 (exact conversions, bit for bit the
+ * reference on every level) and attn (no other entry must match it). */
 int kernels_fill_avx512(qw_kernels *k) {
     k->matmul[QW_F32] = matmul_f32_avx512;
     k->matmul[QW_F16] = matmul_f16_avx512;
     k->matmul[QW_BF16] = matmul_bf16_avx512;
+    k->matmul[QW_Q8_0] = matmul_q8_0_avx512;
+    k->matmul[QW_Q4_0] = matmul_q4_0_avx512;
+    k->matmul[QW_Q4_1] = matmul_q4_1_avx512;
+    k->matmul[QW_Q5_0] = matmul_q5_0_avx512;
+    k->matmul[QW_Q5_1] = matmul_q5_1_avx512;
+    k->matmul[QW_Q4_K] = matmul_q4_k_avx512;
+    k->matmul[QW_Q5_K] = matmul_q5_k_avx512;
+    k->matmul[QW_Q6_K] = matmul_q6_k_avx512;
     k->to_f32[QW_F16] = to_f32_f16_avx512;
     k->to_f32[QW_BF16] = to_f32_bf16_avx512;
     k->dot = dot_avx512;

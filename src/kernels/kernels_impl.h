@@ -34,12 +34,39 @@ void kernels_fill_attn_ref(qw_kernels *k);
 int kernels_fill_attn_avx2(qw_kernels *k);
 int kernels_fill_attn_neon(qw_kernels *k);
 
+/* The reference's 4/5/6-bit to_f32 (quant_ref.c; n whole blocks from a block
+ * start), exported for the levels that convert with it before their own f32
+ * tiles (neon). */
+void kernels_to_f32_q4_0_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q4_1_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q5_0_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q5_1_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q4_k_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q5_k_ref(float *y, const void *x, int64_t n);
+void kernels_to_f32_q6_k_ref(float *y, const void *x, int64_t n);
+
+/* The AVX2 level's exact block-type converters (kernels_avx2.c), shared with
+ * the avx512 level so that its block-type matmuls are its own f32 matmul of
+ * the converted weights: columns [c0, c0 + len) of one row (src at column
+ * c0, len a whole number of blocks) into dst as float32, each weight the
+ * reference's value bit for bit; nx: the same columns of a row to prefetch
+ * into L2, or NULL. x86-64 only; call only where the avx2 level runs. */
+typedef void (*qw_conv_fn)(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q8_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q4_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q4_1_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q5_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q5_1_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q4_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q5_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
+void kernels_conv_q6_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
+
 /* CPU capability bits (cpu.c). A level bit is set only when the CPU has
  * every feature that level's file is compiled with AND the OS saves the
  * register state (XCR0 on x86). */
 enum {
     QW_CPU_AVX2 = 1u << 0,   /* avx2 + fma + f16c, YMM state enabled */
-    QW_CPU_AVX512 = 1u << 1, /* avx512 f/bw/vl/dq/bf16/vnni, ZMM state enabled */
+    QW_CPU_AVX512 = 1u << 1, /* avx512 f/bw/vl/dq (+ the avx2 level), ZMM state enabled */
     QW_CPU_NEON = 1u << 2,   /* arm64 Advanced SIMD (baseline) */
     /* Instruction families a level's kernels may use where present, each
      * gated on its own CPUID bit (and the OS state of its registers). */
@@ -48,6 +75,16 @@ enum {
     QW_CPU_AVXVNNI = 1u << 5,    /* VEX vpdpbusd on ymm (needs the avx2 level) */
 };
 unsigned kernels_cpu_flags(void);
+
+/* What cpuid and XCR0 say (x86-64), one field per feature, 0 or 1. */
+typedef struct qw_cpu_bits {
+    int avx, avx2, fma, f16c;
+    int avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avxvnni;
+    int os_ymm, os_zmm; /* XCR0: the OS saves YMM / opmask + ZMM state */
+} qw_cpu_bits;
+/* The QW_CPU_* bits those features give (pure; cpu.c's decision, tested
+ * in tests/kernels/test_cpu.c). */
+unsigned qw_cpu_flags_from(const qw_cpu_bits *x);
 
 /* bf16 is the top half of an IEEE float32: the conversion is exact. */
 static inline float qw_bf16_to_f32(uint16_t h) {

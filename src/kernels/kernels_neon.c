@@ -217,6 +217,82 @@ static void matmul_q8_0_neon(float *Y, int64_t ldy, const float *X, int64_t ldx,
     }
 }
 
+/* ---- 4/5/6-bit block types (Q4_0 ... Q6_K) ----
+ * Promise: a quantized file gives bitwise the logits of its F32 twin, so
+ * each type computes exactly what matmul_f32_neon computes on the
+ * dequantized weights. Rows are converted exactly (the reference's to_f32,
+ * scalar: no NEON converters yet) QCH columns at a time into a buffer, and
+ * each (row, token) accumulator takes the same two FMAs per 8 columns in
+ * column order as tile_f32, then the same hsum4x4; between chunks the
+ * accumulators wait in memory (exact), so a 4-row chunk is converted once
+ * for up to QNB tokens. k is whole blocks, a multiple of 32: no scalar
+ * tail. Batch invariant: nothing depends on n or on a token's place. */
+enum { QCH = 256, QNB = 32 };
+typedef void (*deq_fn)(float *y, const void *x, int64_t n);
+
+/* R rows (1 or 4) x nt tokens over len columns of the converted chunk wb:
+ * acc[r][t] += the chunk's products, tile_f32's operation order. */
+INLINE void chunk_fma(float32x4_t acc[4][QNB], const float wb[4][QCH], const float *X, int64_t ldx, int64_t nt,
+                      int64_t len, const int R) {
+    for (int64_t t = 0; t < nt; t++) {
+        float32x4_t a[4];
+        UNROLL for (int r = 0; r < R; r++) a[r] = acc[r][t];
+        for (int64_t j = 0; j < len; j += 8) {
+            float32x4_t xl = vld1q_f32(X + t * ldx + j), xh = vld1q_f32(X + t * ldx + j + 4);
+            UNROLL for (int r = 0; r < R; r++) {
+                a[r] = vfmaq_f32(a[r], vld1q_f32(wb[r] + j), xl);
+                a[r] = vfmaq_f32(a[r], vld1q_f32(wb[r] + j + 4), xh);
+            }
+        }
+        UNROLL for (int r = 0; r < R; r++) acc[r][t] = a[r];
+    }
+}
+
+static void matmul_deq(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const uint8_t *W, int64_t k,
+                       int64_t o0, int64_t o1, qw_dtype dt, deq_fn deq) {
+    const int64_t rb = qw_dtype_row_bytes(dt, k);
+    float wb[4][QCH];
+    float32x4_t acc[4][QNB];
+    for (int64_t t0 = 0; t0 < n; t0 += QNB) {
+        const int64_t nt = n - t0 < QNB ? n - t0 : QNB;
+        const float *x = X + t0 * ldx;
+        for (int64_t o = o0; o < o1;) {
+            const int R = o + 4 <= o1 ? 4 : 1;
+            for (int r = 0; r < R; r++)
+                for (int64_t t = 0; t < nt; t++) acc[r][t] = vdupq_n_f32(0.0f);
+            for (int64_t c0 = 0; c0 < k; c0 += QCH) {
+                const int64_t len = k - c0 < QCH ? k - c0 : QCH, coff = qw_dtype_row_bytes(dt, c0);
+                for (int r = 0; r < R; r++) deq(wb[r], W + (o + r) * rb + coff, len);
+                if (R == 4) chunk_fma(acc, (const float(*)[QCH])wb, x + c0, ldx, nt, len, 4);
+                else chunk_fma(acc, (const float(*)[QCH])wb, x + c0, ldx, nt, len, 1);
+            }
+            for (int64_t t = 0; t < nt; t++) {
+                float out[4];
+                if (R == 4)
+                    vst1q_f32(out, hsum4x4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+                else
+                    out[0] = vgetq_lane_f32(hsum4x4(acc[0][t], acc[0][t], acc[0][t], acc[0][t]), 0);
+                for (int r = 0; r < R; r++) Y[(t0 + t) * ldy + o + r] = out[r];
+            }
+            o += R;
+        }
+    }
+}
+
+#define DMATMUL(SUF, DT)                                                                                          \
+    static void matmul_##SUF##_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
+                                    int64_t k, int64_t o0, int64_t o1) {                                          \
+        matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, DT, kernels_to_f32_##SUF##_ref);                             \
+    }
+DMATMUL(q4_0, QW_Q4_0)
+DMATMUL(q4_1, QW_Q4_1)
+DMATMUL(q5_0, QW_Q5_0)
+DMATMUL(q5_1, QW_Q5_1)
+DMATMUL(q4_k, QW_Q4_K)
+DMATMUL(q5_k, QW_Q5_K)
+DMATMUL(q6_k, QW_Q6_K)
+#undef DMATMUL
+
 static void to_f32_q8_0_neon(float *y, const void *x, int64_t n) {
     const uint8_t *b = x;
     for (int64_t i = 0; i < n; i += QW_Q8_0_BLOCK, b += QW_Q8_0_BYTES) {
@@ -347,6 +423,14 @@ int kernels_fill_neon(qw_kernels *k) {
     k->matmul[QW_F16] = matmul_f16_neon;
     k->matmul[QW_BF16] = matmul_bf16_neon;
     k->matmul[QW_Q8_0] = matmul_q8_0_neon;
+    /* every matmul entry is this file's: one summation order for all types */
+    k->matmul[QW_Q4_0] = matmul_q4_0_neon;
+    k->matmul[QW_Q4_1] = matmul_q4_1_neon;
+    k->matmul[QW_Q5_0] = matmul_q5_0_neon;
+    k->matmul[QW_Q5_1] = matmul_q5_1_neon;
+    k->matmul[QW_Q4_K] = matmul_q4_k_neon;
+    k->matmul[QW_Q5_K] = matmul_q5_k_neon;
+    k->matmul[QW_Q6_K] = matmul_q6_k_neon;
     k->to_f32[QW_F16] = to_f32_f16_neon;
     k->to_f32[QW_BF16] = to_f32_bf16_neon;
     k->to_f32[QW_Q8_0] = to_f32_q8_0_neon;

@@ -143,7 +143,7 @@ static void matmul_blocks(float *Y, int64_t ldy, const float *X, int64_t ldx, in
 }
 
 #define REF(SUF, BLK, BYTES)                                                                                      \
-    static void to_f32_##SUF##_ref(float *y, const void *x, int64_t n) {                                          \
+    void kernels_to_f32_##SUF##_ref(float *y, const void *x, int64_t n) {                                         \
         to_f32_blocks(y, x, n, deq_##SUF, BLK, BYTES);                                                            \
     }                                                                                                             \
     static void matmul_##SUF##_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
@@ -161,7 +161,7 @@ REF(q6_k, 256, 210)
 void kernels_fill_quant_ref(qw_kernels *k) {
 #define SET(T, SUF)                    \
     k->matmul[T] = matmul_##SUF##_ref; \
-    k->to_f32[T] = to_f32_##SUF##_ref;
+    k->to_f32[T] = kernels_to_f32_##SUF##_ref;
     SET(QW_Q4_0, q4_0)
     SET(QW_Q4_1, q4_1)
     SET(QW_Q5_0, q5_0)

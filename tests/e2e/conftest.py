@@ -61,6 +61,61 @@ def run(args, timeout=60, input=None, env=None):
 
 
 # ---------------------------------------------------------------------------
+# Kernel levels. A test that takes an `isa` argument runs once per kernel
+# level this CPU runs (`./qwenc --isa-levels`: ref, avx2, avx512 on an AVX-512
+# machine), with QWENC_ISA set (isa_env), so every level's tables are checked
+# end to end, not only the one the CPU picks by default. The levels whose
+# cases passed are written to $BUILD/test-logs/e2e-isa-levels for
+# tests/run.sh's summary line.
+
+
+def isa_levels():
+    """The levels ./qwenc runs here; [] when it is not built or fails."""
+    try:
+        r = subprocess.run([QWENC, "--isa-levels"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return r.stdout.decode().split() if r.returncode == 0 else []
+
+
+def isa_env(isa):
+    """os.environ with QWENC_ISA=isa (None: the CPU's default level)."""
+    env = dict(os.environ)
+    env.pop("QWENC_ISA", None)
+    if isa:
+        env["QWENC_ISA"] = isa
+    return env
+
+
+_ISA_COVERED = set()
+
+
+def pytest_generate_tests(metafunc):
+    if "isa" in metafunc.fixturenames:
+        # not built: one case without a level, which then fails on the missing binary
+        metafunc.parametrize("isa", isa_levels() or [None])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    callspec = getattr(item, "callspec", None)
+    if rep.when == "call" and rep.passed and callspec and callspec.params.get("isa"):
+        _ISA_COVERED.add(callspec.params["isa"])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _ISA_COVERED:
+        return
+    order = isa_levels()
+    covered = sorted(_ISA_COVERED, key=lambda x: order.index(x) if x in order else len(order))
+    os.makedirs(os.path.join(BUILD, "test-logs"), exist_ok=True)
+    with open(os.path.join(BUILD, "test-logs", "e2e-isa-levels"), "w") as f:
+        f.write(" ".join(covered) + "\n")
+
+
+# ---------------------------------------------------------------------------
 # Per-test alarm: a hang becomes a failure.
 
 

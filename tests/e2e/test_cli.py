@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from conftest import QWENC, THREADS, _started, run, start_http, stop_checked
+from conftest import QWENC, THREADS, _started, isa_env, run, start_http, stop_checked
 from helpers import ok_json, post
 from test_socket import SocketServer, ask, tokens_of
 
@@ -147,8 +147,25 @@ def test_help_lists_every_option():
                 "--detokenize", "--greedy", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                 "--presence-penalty", "--frequency-penalty", "--seed", "--threads", "--ctx", "--http",
                 "--host", "--parallel", "--queue", "--api-key", "--cors", "--max-body", "--server", "--quant",
-                "--warmup"]:
+                "--warmup", "--isa-levels"]:
         assert re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", h), f"--help does not mention {opt}"
+
+
+def test_isa_levels_are_the_ones_qwenc_isa_accepts(model_dir):
+    """--isa-levels lists exactly the levels QWENC_ISA accepts here (the suite
+    runs its per-level cases over that list, so it must not over- or
+    under-state): ref first, every listed level runs, every other known name
+    is refused with a message naming it."""
+    r = run([QWENC, "--isa-levels"])
+    assert r.returncode == 0 and b"cpu:" in r.stderr, r
+    levels = r.stdout.decode().split()
+    assert r.stdout.decode().count("\n") == 1 and levels[0] == "ref", r.stdout
+    for lv in ("ref", "avx2", "avx512", "neon"):
+        r = run([QWENC, model_dir, "--tokens", "1 2 3", "-n", "1", "--threads", "1"], env=isa_env(lv))
+        if lv in levels:
+            assert r.returncode == 0 and f"kernels: {lv} ".encode() in r.stderr, (lv, r.stderr[-500:])
+        else:
+            assert r.returncode != 0 and lv.encode() in r.stderr and b"QWENC_ISA" in r.stderr, (lv, r.stderr[-500:])
 
 
 def test_bad_model_path(tmp_path):

@@ -12,6 +12,9 @@ package, as llama.cpp's own converter), from
     the .gguf path wherever they take MODEL, with the same output as the
     folder, and the tokenizer read from GGUF metadata gives the same ids as
     tokenizer.json on the whole tokenizer corpus joined into one text.
+The equality cases (the `isa` argument) run under every kernel level this
+CPU runs (conftest.py: isa_levels), since each level's tables must keep the
+promises on their own.
 """
 
 import json
@@ -23,7 +26,7 @@ import sys
 import pytest
 import requests
 
-from conftest import BUILD, QWENC, ROOT, THREADS, run, start_http, stop_checked
+from conftest import BUILD, QWENC, ROOT, THREADS, isa_env, run, start_http, stop_checked
 from helpers import ok_json, post
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "models")
@@ -50,7 +53,8 @@ def ok(r):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_fixture_logits_and_greedy_identical(name, tmp_path):
+def test_fixture_logits_and_greedy_identical(name, isa, tmp_path):
+    env = isa_env(isa)
     src = os.path.join(FIXTURES, name)
     typ = "bf16" if name.endswith("-bf16") else "f32"
     g = to_gguf(src, os.path.join(OUT, name + ".gguf"), typ)
@@ -61,16 +65,16 @@ def test_fixture_logits_and_greedy_identical(name, tmp_path):
             continue  # keeps the suite fast; "forty" covers multi-chunk prefill
         ids = " ".join(map(str, case["tokens"]))
         a, b = tmp_path / "st.f32", tmp_path / "gguf.f32"
-        ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(a), "--threads", THREADS]))
-        ok(run([QWENC, g, "--tokens", ids, "--logits-out", str(b), "--threads", THREADS]))
+        ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(a), "--threads", THREADS], env=env))
+        ok(run([QWENC, g, "--tokens", ids, "--logits-out", str(b), "--threads", THREADS], env=env))
         sa, sb = a.read_bytes(), b.read_bytes()
         assert len(sa) == 4 * case["n_tokens"] * case["vocab_size"]
-        assert sa == sb, f"{name} {case['name']}: GGUF logits differ from the safetensors model's"
+        assert sa == sb, f"{name} {case['name']} isa={isa}: GGUF logits differ from the safetensors model's"
         outs = []
         for m in (src, g):
-            r = ok(run([QWENC, m, "--tokens", ids, "-n", "32", "--greedy", "--threads", THREADS]))
+            r = ok(run([QWENC, m, "--tokens", ids, "-n", "32", "--greedy", "--threads", THREADS], env=env))
             outs.append([int(x) for x in r.stdout.split()])
-        assert outs[0] == outs[1] == case["greedy"], f"{name} {case['name']}: greedy {outs}"
+        assert outs[0] == outs[1] == case["greedy"], f"{name} {case['name']} isa={isa}: greedy {outs}"
 
 
 @pytest.fixture(scope="module")
@@ -154,18 +158,20 @@ def test_bad_gguf_files_exit_1(tmp_path):
             assert msg in r.stderr and str(p).encode() in r.stderr, (fn, r.stderr)
 
 
-def test_q8_0_gguf_equals_quant_flag(model_dir, tmp_path):
+def test_q8_0_gguf_equals_quant_flag(model_dir, isa, tmp_path):
     """A Q8_0 GGUF (gguf's quantizer) and --quant q8_0 (ours) hold the same bytes,
     so their logits agree bit for bit; the GGUF's Q8_0 tensors are used in place."""
+    env = isa_env(isa)
     g = to_gguf(model_dir, os.path.join(OUT, "e2e-model-q8_0.gguf"), "q8_0")
     a, b, c = tmp_path / "quant.f32", tmp_path / "gguf.f32", tmp_path / "bf16.f32"
-    ok(run([QWENC, model_dir, "--tokens", IDS, "--logits-out", str(a), "--quant", "q8_0", "--threads", THREADS]))
-    r = ok(run([QWENC, g, "--tokens", IDS, "--logits-out", str(b), "--threads", THREADS]))
+    ok(run([QWENC, model_dir, "--tokens", IDS, "--logits-out", str(a), "--quant", "q8_0", "--threads", THREADS],
+           env=env))
+    r = ok(run([QWENC, g, "--tokens", IDS, "--logits-out", str(b), "--threads", THREADS], env=env))
     assert b"Q8_0" in r.stderr, r.stderr[-500:]
-    ok(run([QWENC, model_dir, "--tokens", IDS, "--logits-out", str(c), "--threads", THREADS]))
-    assert a.read_bytes() == b.read_bytes(), "Q8_0 GGUF logits differ from --quant q8_0"
+    ok(run([QWENC, model_dir, "--tokens", IDS, "--logits-out", str(c), "--threads", THREADS], env=env))
+    assert a.read_bytes() == b.read_bytes(), f"isa={isa}: Q8_0 GGUF logits differ from --quant q8_0"
     assert a.read_bytes() != c.read_bytes(), "--quant q8_0 changed nothing"
-    outs = [ok(run([QWENC, m, IDS, "16", "--threads", THREADS] + extra)).stdout
+    outs = [ok(run([QWENC, m, IDS, "16", "--threads", THREADS] + extra, env=env)).stdout
             for m, extra in ((model_dir, ["--quant", "q8_0"]), (g, []), (g, ["--quant", "q8_0"]))]
     assert outs[0] == outs[1] == outs[2] and len(outs[0].split()) == 16, outs
 
@@ -223,35 +229,30 @@ def to_gguf_deq(src, dst, typ):
 
 
 @pytest.mark.parametrize("typ", KQ_TYPES)
-def test_kquant_gguf_equals_dequantized(typ, kq_models, tmp_path):
+def test_kquant_gguf_equals_dequantized(typ, isa, kq_models, tmp_path):
     """A GGUF whose matrices are of a 4/5/6-bit type gives logits bitwise equal
     to the same model with those matrices dequantized to F32 (gguf's
-    dequantize): the types are read in place, exactly, at every level we run
-    (ref and the best one), embedding lookup and lm_head included; greedy
-    tokens equal; --quant q8_0 keeps the matrices that are already quantized."""
+    dequantize): the types are read in place, exactly, on every kernel level
+    (isa), embedding lookup and lm_head included; greedy tokens equal;
+    --quant q8_0 keeps the matrices that are already quantized."""
+    env = isa_env(isa)
     names = ["kq256", "kq320"] if typ in ("mixed", "q4_k", "q6_k") else ["kq256"]
     for name in names:
         q, f = to_gguf_deq(kq_models[name], os.path.join(OUT, f"{name}-{typ}"), typ)
-        for isa in ("ref", None):
-            env = dict(os.environ)
-            env.pop("QWENC_ISA", None)
-            if isa:
-                env["QWENC_ISA"] = isa
-            a, b = tmp_path / "q.f32", tmp_path / "f.f32"
-            r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(a), "--threads", THREADS], env=env))
-            if typ != "mixed":  # the log names the embedding's type
-                assert typ.upper().encode() in r.stderr, r.stderr[-500:]
-            ok(run([QWENC, f, "--tokens", KQ_IDS, "--logits-out", str(b), "--threads", THREADS], env=env))
-            assert a.stat().st_size == 12 * 512 * 4
-            assert a.read_bytes() == b.read_bytes(), f"{name} {typ} isa={isa}: logits differ from the F32 twin"
-            if isa is None:  # every matrix is already quantized: --quant q8_0 keeps them all
-                c = tmp_path / "k.f32"
-                r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(c), "--threads", THREADS,
-                            "--quant", "q8_0"], env=env))
-                assert a.read_bytes() == c.read_bytes(), f"{name} {typ}: --quant q8_0 re-quantized a matrix"
-        outs = [ok(run([QWENC, m, KQ_IDS, "12", "--threads", THREADS] + extra)).stdout
+        a, b, c = tmp_path / "q.f32", tmp_path / "f.f32", tmp_path / "k.f32"
+        r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(a), "--threads", THREADS], env=env))
+        if typ != "mixed":  # the log names the embedding's type
+            assert typ.upper().encode() in r.stderr, r.stderr[-500:]
+        ok(run([QWENC, f, "--tokens", KQ_IDS, "--logits-out", str(b), "--threads", THREADS], env=env))
+        assert a.stat().st_size == 12 * 512 * 4
+        assert a.read_bytes() == b.read_bytes(), f"{name} {typ} isa={isa}: logits differ from the F32 twin"
+        # every matrix is already quantized: --quant q8_0 keeps them all
+        ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(c), "--threads", THREADS, "--quant", "q8_0"],
+               env=env))
+        assert a.read_bytes() == c.read_bytes(), f"{name} {typ} isa={isa}: --quant q8_0 re-quantized a matrix"
+        outs = [ok(run([QWENC, m, KQ_IDS, "12", "--threads", THREADS] + extra, env=env)).stdout
                 for m, extra in ((q, []), (f, []), (q, ["--quant", "q8_0"]))]
-        assert outs[0] == outs[1] == outs[2] and len(outs[0].split()) == 12, (name, typ, outs)
+        assert outs[0] == outs[1] == outs[2] and len(outs[0].split()) == 12, (name, typ, isa, outs)
 
 
 def test_kquant_mixture_types():

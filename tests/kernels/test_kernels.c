@@ -7,7 +7,9 @@
  * in the conversions). Outputs outside [o0, o1) must be untouched.
  * Matmul batch invariance (check_batch_invariance): every row of an n-row
  * product (n = 1..17, several o0/o1) is bitwise equal to the n = 1 product,
- * with the weights at an odd byte address. Attention (check_attn): against
+ * with the weights at an odd byte address. Block types
+ * (check_block_types_match_f32): bitwise the level's own F32 matmul of the
+ * dequantized weights. Attention (check_attn): against
  * float64 and ref, and each head's bits independent of the other heads.
  *
  * Tolerances (u = FLT_EPSILON / 2, the float32 unit roundoff):
@@ -264,6 +266,70 @@ static void check_batch_invariance(const qw_kernels *L) {
             free(y1);
             free(Y);
         }
+}
+
+/* Block types (Q8_0, Q4_0 ... Q6_K) against the same level's F32 matmul:
+ * the promise "a quantized file gives bitwise the logits of the same
+ * weights stored as F32" holds on a level only if each of its block-type
+ * matmuls computes exactly what its own F32 matmul computes on the
+ * dequantized weights (reference values: to_f32 is exact on every level).
+ * Bitwise, at n = 1 (decode), small n (the register-tile paths), prefill n
+ * (token blocks), k of an odd number of blocks and across the k blocks,
+ * odd row counts and o0/o1 sub-ranges, weights at an odd address. Accuracy
+ * and batch invariance of each type: test_quant.c, test_kquant.c. */
+static const struct {
+    qw_dtype dt;
+    int f16_off[2], n_f16; /* the binary16 scale fields of a block */
+} k_block_types[] = {
+    {QW_Q8_0, {0, 0}, 1}, {QW_Q4_0, {0, 0}, 1}, {QW_Q4_1, {0, 2}, 2}, {QW_Q5_0, {0, 0}, 1},
+    {QW_Q5_1, {0, 2}, 2}, {QW_Q4_K, {0, 2}, 2}, {QW_Q5_K, {0, 2}, 2}, {QW_Q6_K, {208, 0}, 1},
+};
+
+static void check_block_types_match_f32(const qw_kernels *L) {
+    static const int64_t ns[] = {1, 2, 5, 9, 40, 200};
+    for (size_t ti = 0; ti < sizeof k_block_types / sizeof k_block_types[0]; ti++) {
+        const qw_dtype dt = k_block_types[ti].dt;
+        const int64_t blk = qw_dtype_block(dt);
+        /* odd block counts; several k blocks of every level (KC 512, 1024) */
+        const int64_t ks[] = {blk, 3 * blk, blk == 32 ? 33 * blk : 7 * blk, 19 * blk};
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            const int64_t k = ks[ki], rows = ki % 2 ? 13 : 37, nmax = 200;
+            const int64_t rb = qw_dtype_row_bytes(dt, k), bs = qw_dtype_row_bytes(dt, blk);
+            const int64_t ldx = k + 1, ldy = rows + 3;
+            uint8_t *raw = malloc((size_t)(rows * rb + 1)), *W = raw + 1; /* odd address */
+            float *Wf = malloc((size_t)(rows * k) * sizeof(float));
+            float *X = malloc((size_t)(nmax * ldx) * sizeof(float));
+            float *Yq = malloc((size_t)(nmax * ldy) * sizeof(float)), *Yf = malloc((size_t)(nmax * ldy) * sizeof(float));
+            for (int64_t i = 0; i < rows * rb; i++) W[i] = (uint8_t)rnd();
+            for (int64_t b = 0; b < rows * rb; b += bs)
+                for (int j = 0; j < k_block_types[ti].n_f16; j++) {
+                    uint16_t h = qw_f32_to_f16(frand() * ldexpf(1.0f, -(int)(rnd() % 10) - 2));
+                    memcpy(W + b + k_block_types[ti].f16_off[j], &h, sizeof h);
+                }
+            g_ref->to_f32[dt](Wf, W, rows * k);
+            for (int64_t i = 0; i < nmax * ldx; i++) X[i] = frand();
+            int bad = 0;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int64_t n = ns[ni], o0 = ni % 3 == 1 ? 1 : 0, o1 = ni % 3 == 2 ? rows - 2 : rows;
+                for (int64_t i = 0; i < n * ldy; i++) Yq[i] = Yf[i] = SENTINEL;
+                L->matmul[dt](Yq, ldy, X, ldx, n, W, k, o0, o1);
+                L->matmul[QW_F32](Yf, ldy, X, ldx, n, Wf, k, o0, o1);
+                if (memcmp(Yq, Yf, (size_t)(n * ldy) * sizeof(float)) != 0) {
+                    if (g_fail_prints++ < 10)
+                        fprintf(stderr, "  %s matmul %s k=%lld n=%lld o=[%lld,%lld) != its F32 matmul\n", L->name,
+                                qw_dtype_name(dt), (long long)k, (long long)n, (long long)o0, (long long)o1);
+                    bad++;
+                }
+            }
+            CHECK(bad == 0, "%s matmul %s k=%lld rows=%lld: bitwise its F32 matmul of the dequantized weights at "
+                  "n = 1..200 (%d sizes differ)", L->name, qw_dtype_name(dt), (long long)k, (long long)rows, bad);
+            free(raw);
+            free(Wf);
+            free(X);
+            free(Yq);
+            free(Yf);
+        }
+    }
 }
 
 static int same_float(float a, float b) {
@@ -692,6 +758,7 @@ int main(void) {
         check_exp_kernels(L);
         check_matmul(L);
         check_batch_invariance(L);
+        check_block_types_match_f32(L);
         check_attn(L);
         printf("level %s: %s\n", names[i], test_failed_ == before ? "ok" : "FAILED");
     }

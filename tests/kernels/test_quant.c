@@ -9,9 +9,8 @@
  *  - matmul[Q8_0] of each level: within the float32 summation bound of the
  *    exact (float64) product with the dequantized weights; every row of an
  *    n-token product (n = 1..17, 200) bitwise equal to n = 1 (batch
- *    invariance); and for the levels whose Q8_0 matmul is "convert exactly,
- *    then the f32 path" (ref, avx2, neon), bitwise equal to that level's f32
- *    matmul of the dequantized weights;
+ *    invariance); and bitwise equal to the same level's f32 matmul of the
+ *    dequantized weights, on every level (a Q8_0 file == its F32 twin);
  *  - to_f32[Q8_0] of each level equals the reference bit for bit.
  */
 #include <float.h>
@@ -102,7 +101,6 @@ static void fill_q8(uint8_t *w, int64_t rows, int64_t k) {
 
 static void check_level(const qw_kernels *L, const qw_kernels *ref) {
     static const int64_t ks[] = {32, 64, 96, 896, 1056, 4864};
-    const int exact_f32 = !strcmp(L->name, "ref") || !strcmp(L->name, "avx2") || !strcmp(L->name, "neon");
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         const int64_t k = ks[ki], rows = 13, nmax = 17, nbig = 200;
         const int64_t rb = qw_dtype_row_bytes(QW_Q8_0, k), ldx = k + 3, ldy = rows + 2;
@@ -172,12 +170,10 @@ static void check_level(const qw_kernels *L, const qw_kernels *ref) {
         if (memcmp(Y, y1, (size_t)(nbig * rows) * sizeof(float))) bad++;
         CHECK(bad == 0, "%s matmul Q8_0 k=%lld: rows of n = 1..%lld and %lld bitwise equal to n = 1 (%d bad)",
               L->name, (long long)k, (long long)nmax, (long long)nbig, bad);
-        if (exact_f32) {
-            L->matmul[QW_F32](Yf, rows, X, ldx, nbig, Wf, k, 0, rows);
-            CHECK(memcmp(Yf, y1, (size_t)(nbig * rows) * sizeof(float)) == 0,
-                  "%s matmul Q8_0 k=%lld == its f32 matmul of the dequantized weights, bit for bit", L->name,
-                  (long long)k);
-        }
+        L->matmul[QW_F32](Yf, rows, X, ldx, nbig, Wf, k, 0, rows);
+        CHECK(memcmp(Yf, y1, (size_t)(nbig * rows) * sizeof(float)) == 0,
+              "%s matmul Q8_0 k=%lld == its f32 matmul of the dequantized weights, bit for bit", L->name,
+              (long long)k);
         free(raw);
         free(Wf);
         free(X);
