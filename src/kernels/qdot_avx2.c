@@ -1,0 +1,262 @@
+/* qdot_avx2.c - the integer path of the block-32 types with AVX2
+ * (vpmaddubsw + vpmaddwd); bit for bit qdot_ref.c (see its header for the
+ * float steps). Also the avx512 level's entries where the CPU lacks
+ * AVX512-VNNI.
+ *
+ * A group is 8 blocks (256 weights) of one row, one ymm of 32 unsigned
+ * weight bytes per block (Q8_0 keeps its signed bytes and multiplies |w| by
+ * sign(x, w), so vpmaddubsw's int16 pairs cannot saturate: 2 * 128 * 127 <
+ * 32768). vpmaddubsw then vpmaddwd with ones give 8 partial int32 sums per
+ * block; a horizontal-add tree turns the 8 blocks' vectors into one vector
+ * of exact sums, lane j = block 8g + j = lane b % 8 of the reference, and
+ * one fmadd per group applies the scales.
+ *
+ * Loop order as in qdot_avx512vnni.c: rows one at a time (sequential,
+ * prefetched weight stream), tokens in chunks of 4 sharing each unpacked
+ * group, tokens cut into L2-sized blocks for large batches.
+ */
+#include "kernels/kernels_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* Tokens per block of the prefill loop (their QA8 rows stay in L2). */
+#define TOK_BLOCK 64
+/* Weight prefetch distance in bytes. */
+#define PF_DIST 768
+
+enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
+
+INLINE int blk_bytes(int T) { return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24; }
+/* What sum(w * qx) exceeds isum by, in units of s (Q8_0: signed, none). */
+INLINE int blk_off(int T) { return T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0; }
+INLINE int has_min(int T) { return T == T_Q4_1 || T == T_Q5_1; }
+
+INLINE uint16_t ld_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+INLINE uint32_t ld_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* 32 nibbles of 16 bytes: weight j < 16 the low nibble of q[j], else the
+ * high nibble of q[j - 16]. */
+INLINE __m256i nibbles(const uint8_t *q) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);
+    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(w, _mm256_set1_epi8(15));
+}
+
+/* 16 where bit j of qh is set, byte j; else 0. */
+INLINE __m256i high_bits(uint32_t qh) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                            3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/* One block's 32 weights (Q8_0: signed; others unsigned), reading only the block. */
+INLINE __m256i unpack(int T, const uint8_t *w) {
+    switch (T) {
+    case T_Q8_0: return _mm256_loadu_si256((const __m256i *)(w + 2));
+    case T_Q4_0: return nibbles(w + 2);
+    case T_Q4_1: return nibbles(w + 4);
+    case T_Q5_0: return _mm256_or_si256(nibbles(w + 6), high_bits(ld_u32(w + 2)));
+    default: return _mm256_or_si256(nibbles(w + 8), high_bits(ld_u32(w + 4)));
+    }
+}
+
+/* A row's group of nbl (1..8) blocks at w: 8 ymm of weights (absent blocks
+ * zero), the blocks' d (and m) as 8 floats (absent: 0). */
+typedef struct {
+    __m256i q[8];
+    __m256 d, m;
+} wgroup;
+
+INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
+    const int B = blk_bytes(T);
+    uint16_t dh[8], mh[8];
+    for (int j = 0; j < 8; j++) {
+        if (j < nbl) {
+            g->q[j] = unpack(T, w + j * B);
+            dh[j] = ld_u16(w + j * B);
+            mh[j] = ld_u16(w + j * B + 2);
+        } else {
+            g->q[j] = _mm256_setzero_si256();
+            dh[j] = mh[j] = 0;
+        }
+    }
+    g->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+    g->m = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)) : _mm256_setzero_ps();
+}
+
+/* One token's group: 8 ymm of activation bytes, d and s of its 8 blocks. */
+typedef struct {
+    __m256i q[8];
+    __m256 d;
+    __m256i s;
+} xgroup;
+
+INLINE void load_x(xgroup *x, const uint8_t *xr, int64_t k, int64_t nb, int64_t g, int nbl) {
+    const uint8_t *q = xr + 256 * g;
+    for (int j = 0; j < 8; j++)
+        x->q[j] = j < nbl ? _mm256_loadu_si256((const __m256i *)(q + 32 * j)) : _mm256_setzero_si256();
+    const float *d = (const float *)(xr + k) + 8 * g;
+    const int32_t *s = (const int32_t *)(xr + k + 4 * nb) + 8 * g;
+    if (nbl == 8) {
+        x->d = _mm256_loadu_ps(d);
+        x->s = _mm256_loadu_si256((const __m256i *)s);
+    } else {
+        __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nbl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        x->d = _mm256_maskload_ps(d, lm);
+        x->s = _mm256_maskload_epi32((const int *)s, lm);
+    }
+}
+
+/* v0..v7: 8 partial int32 sums of each of 8 blocks -> the blocks' sums,
+ * lane j = block j (integer adds: exact in any order). */
+INLINE __m256i reduce8(const __m256i *v) {
+    __m256i t0 = _mm256_hadd_epi32(v[0], v[1]), t1 = _mm256_hadd_epi32(v[2], v[3]);
+    __m256i t2 = _mm256_hadd_epi32(v[4], v[5]), t3 = _mm256_hadd_epi32(v[6], v[7]);
+    __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+    /* u0: {blocks 0..3 from the low halves | blocks 0..3 from the high halves} */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/* acc += this group's terms, in the reference's steps. */
+INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p[8];
+    for (int j = 0; j < 8; j++) {
+        __m256i prod = T == T_Q8_0
+                           ? _mm256_maddubs_epi16(_mm256_sign_epi8(w->q[j], w->q[j]), _mm256_sign_epi8(x->q[j], w->q[j]))
+                           : _mm256_maddubs_epi16(w->q[j], x->q[j]);
+        p[j] = _mm256_madd_epi16(prod, ones);
+    }
+    __m256i isum = reduce8(p);
+    if (blk_off(T)) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(x->s, _mm256_set1_epi32(blk_off(T))));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(w->d, x->d), _mm256_cvtepi32_ps(isum), acc);
+    if (has_min(T)) acc = _mm256_fmadd_ps(_mm256_mul_ps(w->m, x->d), _mm256_cvtepi32_ps(x->s), acc);
+    return acc;
+}
+
+/* The fixed tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+INLINE float tree(__m256 a) {
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
+/* One row against NT (1..4) tokens. */
+INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, int64_t ldxq, const uint8_t *w,
+                       int64_t k) {
+    const int64_t nb = k / 32;
+    const int B = blk_bytes(T);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g * 8 < nb; g++) {
+        int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
+        const uint8_t *wg = w + 8 * g * B;
+        for (int off = 0; off < 8 * B; off += 64) _mm_prefetch((const char *)(wg + PF_DIST + off), _MM_HINT_T0);
+        wgroup wv;
+        load_group(T, &wv, wg, nbl);
+        for (int t = 0; t < NT; t++) {
+            xgroup xv;
+            load_x(&xv, X0 + t * ldxq, k, nb, g, nbl);
+            acc[t] = group_dot(T, &wv, &xv, acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
+}
+
+INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                             int64_t k, int64_t o0, int64_t o1) {
+    const int64_t rb = k / 32 * blk_bytes(T);
+    const uint8_t *X = XQ;
+    for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
+        int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
+        for (int64_t o = o0; o < o1; o++) {
+            const uint8_t *w = (const uint8_t *)W + o * rb;
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) row_tokens(T, 4, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k);
+            switch (t1 - t) {
+            case 3: row_tokens(T, 3, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
+            case 2: row_tokens(T, 2, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
+            case 1: row_tokens(T, 1, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
+            default: break;
+            }
+        }
+    }
+}
+
+#define KERNEL(SUF, T)                                                                                           \
+    static void matmul_q_##SUF##_avx2(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,     \
+                                            const void *W, int64_t k, int64_t o0, int64_t o1) {                  \
+        matmul_q_generic(T, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                  \
+    }
+KERNEL(q8_0, T_Q8_0)
+KERNEL(q4_0, T_Q4_0)
+KERNEL(q4_1, T_Q4_1)
+KERNEL(q5_0, T_Q5_0)
+KERNEL(q5_1, T_Q5_1)
+
+/* quantize_qa8: the rule of kernels.h, 32 floats (4 ymm) per block. */
+static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
+    uint8_t *base = dst;
+    const int64_t nb = k / 32;
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 v[4];
+        for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+        __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask)),
+                                  _mm256_max_ps(_mm256_and_ps(v[2], absmask), _mm256_and_ps(v[3], absmask)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        float d = amax / 127.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int i = 0; i < 4; i++) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+        __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        int32_t s = _mm_cvtsi128_si32(s4);
+        /* int32 -> int8 in order: packs work within 128-bit lanes, the
+         * permute puts the lanes back (values in [-127, 127]: no saturation) */
+        __m256i w16a = _mm256_packs_epi32(q[0], q[1]), w16b = _mm256_packs_epi32(q[2], q[3]);
+        __m256i b8 = _mm256_packs_epi16(w16a, w16b);
+        b8 = _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(base + 32 * b), b8);
+        memcpy(base + k + 4 * b, &d, 4);
+        memcpy(base + k + 4 * nb + 4 * b, &s, 4);
+    }
+}
+
+int kernels_fill_qdot_avx2(qw_kernels *k) {
+    k->quantize_qa8 = quantize_qa8_avx2;
+    k->matmul_q[QW_Q8_0] = matmul_q_q8_0_avx2;
+    k->matmul_q[QW_Q4_0] = matmul_q_q4_0_avx2;
+    k->matmul_q[QW_Q4_1] = matmul_q_q4_1_avx2;
+    k->matmul_q[QW_Q5_0] = matmul_q_q5_0_avx2;
+    k->matmul_q[QW_Q5_1] = matmul_q_q5_1_avx2;
+    return 1;
+}
+
+#else
+
+int kernels_fill_qdot_avx2(qw_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif

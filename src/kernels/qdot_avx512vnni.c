@@ -1,0 +1,249 @@
+/* qdot_avx512vnni.c - the integer path of the block-32 types with AVX-512
+ * VNNI (vpdpbusd on zmm); bit for bit qdot_ref.c (see its header for the
+ * float steps). Installed into the avx512 table only when cpu.c sets
+ * QW_CPU_AVX512VNNI.
+ *
+ * A group is 8 blocks (256 weights) of one row: each block is unpacked to
+ * 32 unsigned bytes (nibble types as they are; Q8_0 as q + 128, i.e. q ^
+ * 0x80, whose extra 128 * s is taken back exactly like Q4_0's 8 * s), two
+ * blocks per zmm, so 4 vpdpbusd against the 256 activation bytes give 8
+ * partial int32 sums per block. A transposing reduction turns those into
+ * one vector of the 8 blocks' exact sums, lane j = block 8g + j = lane
+ * b % 8 of the reference, and one fmadd per group applies the scales.
+ *
+ * Loop order: rows one at a time (a row is contiguous, so the weight
+ * stream is sequential; prefetched ahead), tokens in chunks of 4 that
+ * share each unpacked group; for large batches the tokens are cut into
+ * blocks whose QA8 rows stay in L2 while every row of the range passes.
+ */
+#include "kernels/kernels_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* Tokens per block of the prefill loop (their QA8 rows stay in L2). */
+#define TOK_BLOCK 64
+/* Weight prefetch distance in bytes. */
+#define PF_DIST 768
+
+enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
+
+INLINE int blk_bytes(int T) { return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24; }
+/* What sum(w_unsigned * qx) exceeds isum by, in units of s. */
+INLINE int blk_off(int T) { return T == T_Q8_0 ? 128 : T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0; }
+INLINE int has_min(int T) { return T == T_Q4_1 || T == T_Q5_1; }
+
+INLINE uint16_t ld_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+INLINE uint32_t ld_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* 32 nibbles of 16 bytes: weight j < 16 the low nibble of q[j], else the
+ * high nibble of q[j - 16]. */
+INLINE __m256i nibbles(const uint8_t *q) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);
+    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(w, _mm256_set1_epi8(15));
+}
+
+/* One block's 32 weights as unsigned bytes (reads only the block). */
+INLINE __m256i unpack(int T, const uint8_t *w) {
+    switch (T) {
+    case T_Q8_0:
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + 2)), _mm256_set1_epi8((char)0x80));
+    case T_Q4_0: return nibbles(w + 2);
+    case T_Q4_1: return nibbles(w + 4);
+    case T_Q5_0: {
+        __m256i v = nibbles(w + 6); /* bit j of qh: bit 4 of weight j */
+        return _mm256_mask_add_epi8(v, (__mmask32)ld_u32(w + 2), v, _mm256_set1_epi8(16));
+    }
+    default: {
+        __m256i v = nibbles(w + 8);
+        return _mm256_mask_add_epi8(v, (__mmask32)ld_u32(w + 4), v, _mm256_set1_epi8(16));
+    }
+    }
+}
+
+INLINE __m512i pair(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+
+/* A row's group of nbl (1..8) blocks at w: 4 zmm of unsigned weights (absent
+ * blocks zero), the blocks' d (and m) as 8 floats (absent: 0). */
+typedef struct {
+    __m512i q[4];
+    __m256 d, m;
+} wgroup;
+
+INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
+    const int B = blk_bytes(T);
+    __m256i u[8];
+    uint16_t dh[8], mh[8];
+    for (int j = 0; j < 8; j++) {
+        if (j < nbl) {
+            u[j] = unpack(T, w + j * B);
+            dh[j] = ld_u16(w + j * B);
+            mh[j] = ld_u16(w + j * B + 2);
+        } else {
+            u[j] = _mm256_setzero_si256();
+            dh[j] = mh[j] = 0;
+        }
+    }
+    for (int i = 0; i < 4; i++) g->q[i] = pair(u[2 * i], u[2 * i + 1]);
+    g->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+    g->m = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)) : _mm256_setzero_ps();
+}
+
+/* One token's group: 4 zmm of activation bytes, d and s of its 8 blocks. */
+typedef struct {
+    __m512i q[4];
+    __m256 d;
+    __m256i s;
+} xgroup;
+
+INLINE void load_x(xgroup *x, const uint8_t *xr, int64_t k, int64_t nb, int64_t g, int nbl) {
+    const uint8_t *q = xr + 256 * g;
+    if (nbl == 8) {
+        for (int i = 0; i < 4; i++) x->q[i] = _mm512_loadu_si512((const void *)(q + 64 * i));
+        x->d = _mm256_loadu_ps((const float *)(xr + k) + 8 * g);
+        x->s = _mm256_loadu_si256((const __m256i *)((const int32_t *)(xr + k + 4 * nb) + 8 * g));
+    } else {
+        int64_t bytes = 32 * (int64_t)nbl;
+        for (int i = 0; i < 4; i++) {
+            int64_t left = bytes - 64 * i;
+            __mmask64 m = left >= 64 ? ~(__mmask64)0 : left <= 0 ? 0 : (((__mmask64)1 << left) - 1);
+            x->q[i] = _mm512_maskz_loadu_epi8(m, q + 64 * i);
+        }
+        __mmask8 lm = (__mmask8)((1u << nbl) - 1);
+        x->d = _mm256_maskz_loadu_ps(lm, (const float *)(xr + k) + 8 * g);
+        x->s = _mm256_maskz_loadu_epi32(lm, (const int32_t *)(xr + k + 4 * nb) + 8 * g);
+    }
+}
+
+/* v0..v3: 4 x (2 blocks x 8 partial sums) -> the 8 blocks' sums, lane j =
+ * block j (integer adds: exact in any order). */
+INLINE __m256i reduce8(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+    __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(v0, v1, 0x88), _mm512_shuffle_i32x4(v0, v1, 0xdd));
+    __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i32x4(v2, v3, 0x88), _mm512_shuffle_i32x4(v2, v3, 0xdd));
+    /* 128-bit lane i of s01 holds 4 partials of block i, of s23 block 4 + i */
+    __m512i z = _mm512_add_epi32(_mm512_unpacklo_epi32(s01, s23), _mm512_unpackhi_epi32(s01, s23));
+    z = _mm512_add_epi32(z, _mm512_shuffle_epi32(z, _MM_PERM_BADC));
+    /* lane i: {block i, block 4 + i, ...} */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, z));
+}
+
+/* acc += this group's terms, in the reference's steps. */
+INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
+    __m512i p[4];
+    for (int i = 0; i < 4; i++) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->q[i], x->q[i]);
+    __m256i isum = reduce8(p[0], p[1], p[2], p[3]);
+    if (blk_off(T)) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(x->s, _mm256_set1_epi32(blk_off(T))));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(w->d, x->d), _mm256_cvtepi32_ps(isum), acc);
+    if (has_min(T)) acc = _mm256_fmadd_ps(_mm256_mul_ps(w->m, x->d), _mm256_cvtepi32_ps(x->s), acc);
+    return acc;
+}
+
+/* The fixed tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+INLINE float tree(__m256 a) {
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
+/* One row against NT (1..4) tokens. */
+INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, int64_t ldxq, const uint8_t *w,
+                       int64_t k) {
+    const int64_t nb = k / 32;
+    const int B = blk_bytes(T);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g * 8 < nb; g++) {
+        int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
+        const uint8_t *wg = w + 8 * g * B;
+        for (int off = 0; off < 8 * B; off += 64) _mm_prefetch((const char *)(wg + PF_DIST + off), _MM_HINT_T0);
+        wgroup wv;
+        load_group(T, &wv, wg, nbl);
+        for (int t = 0; t < NT; t++) {
+            xgroup xv;
+            load_x(&xv, X0 + t * ldxq, k, nb, g, nbl);
+            acc[t] = group_dot(T, &wv, &xv, acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
+}
+
+INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                             int64_t k, int64_t o0, int64_t o1) {
+    const int64_t rb = k / 32 * blk_bytes(T);
+    const uint8_t *X = XQ;
+    for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
+        int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
+        for (int64_t o = o0; o < o1; o++) {
+            const uint8_t *w = (const uint8_t *)W + o * rb;
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) row_tokens(T, 4, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k);
+            switch (t1 - t) {
+            case 3: row_tokens(T, 3, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
+            case 2: row_tokens(T, 2, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
+            case 1: row_tokens(T, 1, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
+            default: break;
+            }
+        }
+    }
+}
+
+#define KERNEL(SUF, T)                                                                                           \
+    static void matmul_q_##SUF##_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,     \
+                                            const void *W, int64_t k, int64_t o0, int64_t o1) {                  \
+        matmul_q_generic(T, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                  \
+    }
+KERNEL(q8_0, T_Q8_0)
+KERNEL(q4_0, T_Q4_0)
+KERNEL(q4_1, T_Q4_1)
+KERNEL(q5_0, T_Q5_0)
+KERNEL(q5_1, T_Q5_1)
+
+/* quantize_qa8: the rule of kernels.h, 32 floats (2 zmm) per block. */
+static void quantize_qa8_avx512vnni(void *dst, const float *x, int64_t k) {
+    uint8_t *base = dst;
+    const int64_t nb = k / 32;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 a = _mm512_loadu_ps(x + 32 * b), c = _mm512_loadu_ps(x + 32 * b + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(a, absmask), _mm512_and_ps(c, absmask)));
+        float d = amax / 127.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, vid));
+        _mm_storeu_si128((__m128i *)(base + 32 * b), _mm512_cvtepi32_epi8(qa));
+        _mm_storeu_si128((__m128i *)(base + 32 * b + 16), _mm512_cvtepi32_epi8(qc));
+        int32_t s = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qc));
+        memcpy(base + k + 4 * b, &d, 4);
+        memcpy(base + k + 4 * nb + 4 * b, &s, 4);
+    }
+}
+
+int kernels_fill_qdot_avx512vnni(qw_kernels *k) {
+    k->quantize_qa8 = quantize_qa8_avx512vnni;
+    k->matmul_q[QW_Q8_0] = matmul_q_q8_0_avx512vnni;
+    k->matmul_q[QW_Q4_0] = matmul_q_q4_0_avx512vnni;
+    k->matmul_q[QW_Q4_1] = matmul_q_q4_1_avx512vnni;
+    k->matmul_q[QW_Q5_0] = matmul_q_q5_0_avx512vnni;
+    k->matmul_q[QW_Q5_1] = matmul_q_q5_1_avx512vnni;
+    return 1;
+}
+
+#else
+
+int kernels_fill_qdot_avx512vnni(qw_kernels *k) {
+    (void)k;
+    return 0;
+}
+
+#endif
