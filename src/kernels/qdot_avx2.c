@@ -30,8 +30,8 @@
 enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
 
 INLINE int blk_bytes(int T) { return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24; }
-/* What sum(w * qx) exceeds isum by, in units of s (Q8_0: signed, none). */
-INLINE int blk_off(int T) { return T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0; }
+/* log2 of what sum(w * qx) exceeds isum by, in units of s (-1: nothing; Q8_0 is signed). */
+INLINE int blk_off_log2(int T) { return T == T_Q4_0 ? 3 : T == T_Q5_0 ? 4 : -1; }
 INLINE int has_min(int T) { return T == T_Q4_1 || T == T_Q5_1; }
 
 INLINE uint16_t ld_u16(const uint8_t *p) {
@@ -81,8 +81,21 @@ typedef struct {
     __m256 d, m;
 } wgroup;
 
+INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
+    return _mm_setr_epi16((short)ld_u16(w + off), (short)ld_u16(w + B + off), (short)ld_u16(w + 2 * B + off),
+                          (short)ld_u16(w + 3 * B + off), (short)ld_u16(w + 4 * B + off),
+                          (short)ld_u16(w + 5 * B + off), (short)ld_u16(w + 6 * B + off),
+                          (short)ld_u16(w + 7 * B + off));
+}
+
 INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
     const int B = blk_bytes(T);
+    if (nbl == 8) {
+        for (int j = 0; j < 8; j++) g->q[j] = unpack(T, w + j * B);
+        g->d = _mm256_cvtph_ps(f16x8(w, B, 0));
+        g->m = has_min(T) ? _mm256_cvtph_ps(f16x8(w, B, 2)) : _mm256_setzero_ps();
+        return;
+    }
     uint16_t dh[8], mh[8];
     for (int j = 0; j < 8; j++) {
         if (j < nbl) {
@@ -142,7 +155,7 @@ INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
         p[j] = _mm256_madd_epi16(prod, ones);
     }
     __m256i isum = reduce8(p);
-    if (blk_off(T)) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(x->s, _mm256_set1_epi32(blk_off(T))));
+    if (blk_off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(x->s, blk_off_log2(T)));
     acc = _mm256_fmadd_ps(_mm256_mul_ps(w->d, x->d), _mm256_cvtepi32_ps(isum), acc);
     if (has_min(T)) acc = _mm256_fmadd_ps(_mm256_mul_ps(w->m, x->d), _mm256_cvtepi32_ps(x->s), acc);
     return acc;

@@ -31,8 +31,8 @@
 enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
 
 INLINE int blk_bytes(int T) { return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24; }
-/* What sum(w_unsigned * qx) exceeds isum by, in units of s. */
-INLINE int blk_off(int T) { return T == T_Q8_0 ? 128 : T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0; }
+/* log2 of what sum(w_unsigned * qx) exceeds isum by, in units of s (-1: nothing). */
+INLINE int blk_off_log2(int T) { return T == T_Q8_0 ? 7 : T == T_Q4_0 ? 3 : T == T_Q5_0 ? 4 : -1; }
 INLINE int has_min(int T) { return T == T_Q4_1 || T == T_Q5_1; }
 
 INLINE uint16_t ld_u16(const uint8_t *p) {
@@ -46,33 +46,33 @@ INLINE uint32_t ld_u32(const uint8_t *p) {
     return v;
 }
 
-/* 32 nibbles of 16 bytes: weight j < 16 the low nibble of q[j], else the
- * high nibble of q[j - 16]. */
-INLINE __m256i nibbles(const uint8_t *q) {
-    __m128i v = _mm_loadu_si128((const __m128i *)q);
-    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    return _mm256_and_si256(w, _mm256_set1_epi8(15));
-}
+/* Byte offsets in a block of the nibbles and of the 32 high bits. */
+INLINE int nib_off(int T) { return T == T_Q4_0 ? 2 : T == T_Q4_1 ? 4 : T == T_Q5_0 ? 6 : 8; }
+INLINE int qh_off(int T) { return T == T_Q5_0 ? 2 : 4; }
 
-/* One block's 32 weights as unsigned bytes (reads only the block). */
-INLINE __m256i unpack(int T, const uint8_t *w) {
-    switch (T) {
-    case T_Q8_0:
-        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + 2)), _mm256_set1_epi8((char)0x80));
-    case T_Q4_0: return nibbles(w + 2);
-    case T_Q4_1: return nibbles(w + 4);
-    case T_Q5_0: {
-        __m256i v = nibbles(w + 6); /* bit j of qh: bit 4 of weight j */
-        return _mm256_mask_add_epi8(v, (__mmask32)ld_u32(w + 2), v, _mm256_set1_epi8(16));
+/* Two blocks' 64 weights as unsigned bytes, block a in the low 256 bits
+ * (reads only the two blocks). Nibble types: 128-bit lanes {qa, qa >> 4,
+ * qb, qb >> 4} masked to 4 bits (weight j < 16 the low nibble of q[j],
+ * else the high nibble of q[j - 16]); bit j of qh adds 16 to weight j. */
+INLINE __m512i unpack2(int T, const uint8_t *a, const uint8_t *b) {
+    if (T == T_Q8_0) {
+        __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a + 2))),
+                                       _mm256_loadu_si256((const __m256i *)(b + 2)), 1);
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
     }
-    default: {
-        __m256i v = nibbles(w + 8);
-        return _mm256_mask_add_epi8(v, (__mmask32)ld_u32(w + 4), v, _mm256_set1_epi8(16));
+    const int o = nib_off(T);
+    __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(a + o))),
+                                        _mm_loadu_si128((const __m128i *)(b + o)), 1);
+    __m512i z = _mm512_castsi256_si512(y);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
+    z = _mm512_mask_srli_epi16(z, (__mmask32)0xff00ff00u, z, 4);
+    z = _mm512_and_si512(z, _mm512_set1_epi8(15));
+    if (T == T_Q5_0 || T == T_Q5_1) {
+        __mmask64 hb = (__mmask64)ld_u32(a + qh_off(T)) | (__mmask64)ld_u32(b + qh_off(T)) << 32;
+        z = _mm512_mask_add_epi8(z, hb, z, _mm512_set1_epi8(16));
     }
-    }
+    return z;
 }
-
-INLINE __m512i pair(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 
 /* A row's group of nbl (1..8) blocks at w: 4 zmm of unsigned weights (absent
  * blocks zero), the blocks' d (and m) as 8 floats (absent: 0). */
@@ -81,21 +81,32 @@ typedef struct {
     __m256 d, m;
 } wgroup;
 
+INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
+    return _mm_setr_epi16((short)ld_u16(w + off), (short)ld_u16(w + B + off), (short)ld_u16(w + 2 * B + off),
+                          (short)ld_u16(w + 3 * B + off), (short)ld_u16(w + 4 * B + off),
+                          (short)ld_u16(w + 5 * B + off), (short)ld_u16(w + 6 * B + off),
+                          (short)ld_u16(w + 7 * B + off));
+}
+
 INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
     const int B = blk_bytes(T);
-    __m256i u[8];
-    uint16_t dh[8], mh[8];
-    for (int j = 0; j < 8; j++) {
-        if (j < nbl) {
-            u[j] = unpack(T, w + j * B);
-            dh[j] = ld_u16(w + j * B);
-            mh[j] = ld_u16(w + j * B + 2);
-        } else {
-            u[j] = _mm256_setzero_si256();
-            dh[j] = mh[j] = 0;
-        }
+    if (nbl == 8) {
+        for (int i = 0; i < 4; i++) g->q[i] = unpack2(T, w + 2 * i * B, w + (2 * i + 1) * B);
+        g->d = _mm256_cvtph_ps(f16x8(w, B, 0));
+        g->m = has_min(T) ? _mm256_cvtph_ps(f16x8(w, B, 2)) : _mm256_setzero_ps();
+        return;
     }
-    for (int i = 0; i < 4; i++) g->q[i] = pair(u[2 * i], u[2 * i + 1]);
+    uint16_t dh[8] = {0}, mh[8] = {0};
+    for (int i = 0; i < 4; i++) {
+        int j = 2 * i;
+        if (j + 1 < nbl) g->q[i] = unpack2(T, w + j * B, w + (j + 1) * B);
+        else if (j < nbl) g->q[i] = _mm512_maskz_mov_epi64(0x0f, unpack2(T, w + j * B, w + j * B));
+        else g->q[i] = _mm512_setzero_si512();
+    }
+    for (int j = 0; j < nbl; j++) {
+        dh[j] = ld_u16(w + j * B);
+        mh[j] = ld_u16(w + j * B + 2);
+    }
     g->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
     g->m = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)) : _mm256_setzero_ps();
 }
@@ -144,7 +155,7 @@ INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
     __m512i p[4];
     for (int i = 0; i < 4; i++) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->q[i], x->q[i]);
     __m256i isum = reduce8(p[0], p[1], p[2], p[3]);
-    if (blk_off(T)) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(x->s, _mm256_set1_epi32(blk_off(T))));
+    if (blk_off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(x->s, blk_off_log2(T)));
     acc = _mm256_fmadd_ps(_mm256_mul_ps(w->d, x->d), _mm256_cvtepi32_ps(isum), acc);
     if (has_min(T)) acc = _mm256_fmadd_ps(_mm256_mul_ps(w->m, x->d), _mm256_cvtepi32_ps(x->s), acc);
     return acc;
