@@ -21,6 +21,9 @@
 #include <immintrin.h>
 
 #define INLINE static inline __attribute__((always_inline))
+/* The small fixed loops (blocks of a group, tokens of a chunk) must be
+ * unrolled so that their vectors stay in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
 
 /* Tokens per block of the prefill loop (their QA8 rows stay in L2). */
 #define TOK_BLOCK 64
@@ -91,12 +94,14 @@ INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
 INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
     const int B = blk_bytes(T);
     if (nbl == 8) {
+        UNROLL
         for (int j = 0; j < 8; j++) g->q[j] = unpack(T, w + j * B);
         g->d = _mm256_cvtph_ps(f16x8(w, B, 0));
         g->m = has_min(T) ? _mm256_cvtph_ps(f16x8(w, B, 2)) : _mm256_setzero_ps();
         return;
     }
     uint16_t dh[8], mh[8];
+    UNROLL
     for (int j = 0; j < 8; j++) {
         if (j < nbl) {
             g->q[j] = unpack(T, w + j * B);
@@ -120,6 +125,7 @@ typedef struct {
 
 INLINE void load_x(xgroup *x, const uint8_t *xr, int64_t k, int64_t nb, int64_t g, int nbl) {
     const uint8_t *q = xr + 256 * g;
+    UNROLL
     for (int j = 0; j < 8; j++)
         x->q[j] = j < nbl ? _mm256_loadu_si256((const __m256i *)(q + 32 * j)) : _mm256_setzero_si256();
     const float *d = (const float *)(xr + k) + 8 * g;
@@ -148,6 +154,7 @@ INLINE __m256i reduce8(const __m256i *v) {
 INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i p[8];
+    UNROLL
     for (int j = 0; j < 8; j++) {
         __m256i prod = T == T_Q8_0
                            ? _mm256_maddubs_epi16(_mm256_sign_epi8(w->q[j], w->q[j]), _mm256_sign_epi8(x->q[j], w->q[j]))
@@ -177,15 +184,18 @@ INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, 
     for (int64_t g = 0; g * 8 < nb; g++) {
         int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
         const uint8_t *wg = w + 8 * g * B;
+        UNROLL
         for (int off = 0; off < 8 * B; off += 64) _mm_prefetch((const char *)(wg + PF_DIST + off), _MM_HINT_T0);
         wgroup wv;
         load_group(T, &wv, wg, nbl);
+        UNROLL
         for (int t = 0; t < NT; t++) {
             xgroup xv;
             load_x(&xv, X0 + t * ldxq, k, nb, g, nbl);
             acc[t] = group_dot(T, &wv, &xv, acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
 }
 
@@ -227,6 +237,7 @@ static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t b = 0; b < nb; b++) {
         __m256 v[4];
+        UNROLL
         for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
         __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], absmask), _mm256_and_ps(v[1], absmask)),
                                   _mm256_max_ps(_mm256_and_ps(v[2], absmask), _mm256_and_ps(v[3], absmask)));
@@ -238,6 +249,7 @@ static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
         float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
+        UNROLL
         for (int i = 0; i < 4; i++) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
         __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));

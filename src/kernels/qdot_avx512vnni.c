@@ -22,6 +22,9 @@
 #include <immintrin.h>
 
 #define INLINE static inline __attribute__((always_inline))
+/* The small fixed loops (blocks of a group, tokens of a chunk) must be
+ * unrolled so that their vectors stay in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
 
 /* Tokens per block of the prefill loop (their QA8 rows stay in L2). */
 #define TOK_BLOCK 64
@@ -91,18 +94,21 @@ INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
 INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
     const int B = blk_bytes(T);
     if (nbl == 8) {
+        UNROLL
         for (int i = 0; i < 4; i++) g->q[i] = unpack2(T, w + 2 * i * B, w + (2 * i + 1) * B);
         g->d = _mm256_cvtph_ps(f16x8(w, B, 0));
         g->m = has_min(T) ? _mm256_cvtph_ps(f16x8(w, B, 2)) : _mm256_setzero_ps();
         return;
     }
     uint16_t dh[8] = {0}, mh[8] = {0};
+    UNROLL
     for (int i = 0; i < 4; i++) {
         int j = 2 * i;
         if (j + 1 < nbl) g->q[i] = unpack2(T, w + j * B, w + (j + 1) * B);
         else if (j < nbl) g->q[i] = _mm512_maskz_mov_epi64(0x0f, unpack2(T, w + j * B, w + j * B));
         else g->q[i] = _mm512_setzero_si512();
     }
+    UNROLL
     for (int j = 0; j < nbl; j++) {
         dh[j] = ld_u16(w + j * B);
         mh[j] = ld_u16(w + j * B + 2);
@@ -121,11 +127,13 @@ typedef struct {
 INLINE void load_x(xgroup *x, const uint8_t *xr, int64_t k, int64_t nb, int64_t g, int nbl) {
     const uint8_t *q = xr + 256 * g;
     if (nbl == 8) {
+        UNROLL
         for (int i = 0; i < 4; i++) x->q[i] = _mm512_loadu_si512((const void *)(q + 64 * i));
         x->d = _mm256_loadu_ps((const float *)(xr + k) + 8 * g);
         x->s = _mm256_loadu_si256((const __m256i *)((const int32_t *)(xr + k + 4 * nb) + 8 * g));
     } else {
         int64_t bytes = 32 * (int64_t)nbl;
+        UNROLL
         for (int i = 0; i < 4; i++) {
             int64_t left = bytes - 64 * i;
             __mmask64 m = left >= 64 ? ~(__mmask64)0 : left <= 0 ? 0 : (((__mmask64)1 << left) - 1);
@@ -153,6 +161,7 @@ INLINE __m256i reduce8(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
 /* acc += this group's terms, in the reference's steps. */
 INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
     __m512i p[4];
+    UNROLL
     for (int i = 0; i < 4; i++) p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->q[i], x->q[i]);
     __m256i isum = reduce8(p[0], p[1], p[2], p[3]);
     if (blk_off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(x->s, blk_off_log2(T)));
@@ -177,22 +186,194 @@ INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, 
     for (int64_t g = 0; g * 8 < nb; g++) {
         int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
         const uint8_t *wg = w + 8 * g * B;
+        UNROLL
         for (int off = 0; off < 8 * B; off += 64) _mm_prefetch((const char *)(wg + PF_DIST + off), _MM_HINT_T0);
         wgroup wv;
         load_group(T, &wv, wg, nbl);
+        UNROLL
         for (int t = 0; t < NT; t++) {
             xgroup xv;
             load_x(&xv, X0 + t * ldxq, k, nb, g, nbl);
             acc[t] = group_dot(T, &wv, &xv, acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
+}
+
+/* ---- prefill: blocks transposed so that one int32 lane is one block ----
+ * For n >= PREFILL_MIN the activations of a block of tokens and then each
+ * weight row are rearranged in 16-block units ("G16", 512 bytes) into 8
+ * zmm whose lane i holds 4 bytes of block pi(i) (transpose16): 8 vpdpbusd
+ * then leave each block's exact sum in its own lane, with no horizontal
+ * reduction; one permute puts the 16 sums in block order. The float steps
+ * are the reference's, lanes 0..7 (blocks 16g..16g+7) before lanes 8..15,
+ * so the result is bitwise the decode path's. Buffers on the stack. */
+#define PREFILL_MIN 8
+#define XT_CAP (96 * 1024) /* bytes of transposed activations (a token block) */
+#define WT_MAX_G16 64      /* rows up to 64 * 512 = 32768 weights take this path */
+
+/* 16 blocks as 8 zmm (2 blocks each, in order) -> 8 zmm, lane 4q + r of each
+ * holding a dword of block pi = {0,2,4,6, 1,3,5,7, 8,10,12,14, 9,11,13,15}
+ * [4q + r]; over the 8 outputs each lane sees its block's 8 dwords once. */
+INLINE void transpose16(__m512i *z) {
+    __m512i t[8], u[8];
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++) { /* h: z0..z3 or z4..z7 */
+        __m512i *a = t + 4 * h, *b = u + 4 * h;
+        b[0] = _mm512_unpacklo_epi64(a[0], a[2]);
+        b[1] = _mm512_unpackhi_epi64(a[0], a[2]);
+        b[2] = _mm512_unpacklo_epi64(a[1], a[3]);
+        b[3] = _mm512_unpackhi_epi64(a[1], a[3]);
+    }
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        z[2 * k] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88);
+        z[2 * k + 1] = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xdd);
+    }
+}
+
+/* Natural block order from the pi order of transpose16. */
+INLINE __m512i unpi(__m512i v) {
+    const __m512i idx = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+    return _mm512_permutexvar_epi32(idx, v);
+}
+
+/* A token's QA8 quants (nb blocks) -> ng G16 units at xt (zero padded). */
+INLINE void transpose_x(uint8_t *xt, const uint8_t *q, int64_t nb, int64_t ng) {
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i z[8];
+        UNROLL
+        for (int m = 0; m < 8; m++) {
+            int64_t left = 32 * (nb - 16 * g - 2 * m); /* bytes of this pair present */
+            __mmask64 mk = left >= 64 ? ~(__mmask64)0 : left <= 0 ? 0 : (((__mmask64)1 << left) - 1);
+            z[m] = _mm512_maskz_loadu_epi8(mk, q + 512 * g + 64 * m);
+        }
+        transpose16(z);
+        UNROLL
+        for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(xt + 512 * g + 64 * c), z[c]);
+    }
+}
+
+/* A weight row (nb blocks) -> ng G16 units of unsigned weights at wt, its
+ * d (and m) in block order (zero padded). */
+INLINE void transpose_w(int T, uint8_t *wt, float *wd, float *wm, const uint8_t *w, int64_t nb, int64_t ng) {
+    const int B = blk_bytes(T);
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i z[8];
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            int64_t b0 = 16 * g + 8 * h;
+            int nbl = nb - b0 >= 8 ? 8 : nb - b0 <= 0 ? 0 : (int)(nb - b0);
+            wgroup wg;
+            if (nbl) load_group(T, &wg, w + b0 * B, nbl);
+            else wg.q[0] = wg.q[1] = wg.q[2] = wg.q[3] = _mm512_setzero_si512(), wg.d = wg.m = _mm256_setzero_ps();
+            UNROLL
+            for (int i = 0; i < 4; i++) z[4 * h + i] = wg.q[i];
+            _mm256_store_ps(wd + 16 * g + 8 * h, wg.d);
+            if (has_min(T)) _mm256_store_ps(wm + 16 * g + 8 * h, wg.m);
+        }
+        transpose16(z);
+        UNROLL
+        for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(wt + 512 * g + 64 * c), z[c]);
+    }
+}
+
+/* A 16-lane vector of a QA8 row's d or s for G16 g (nb blocks; zero past nb). */
+INLINE __m512i ld16_tail(const void *p, int64_t nb, int64_t g) {
+    int64_t left = nb - 16 * g;
+    __mmask16 mk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+    return _mm512_maskz_loadu_epi32(mk, (const int32_t *)p + 16 * g);
+}
+
+/* One transposed row against NT (1..4) transposed tokens. */
+INLINE void row_tokens_t(int T, int NT, float *Y, int64_t ldy, const uint8_t *wt, const float *wd, const float *wm,
+                         const uint8_t *xt, int64_t xt_ld, const uint8_t *X0, int64_t ldxq, int64_t k, int64_t ng) {
+    const int64_t nb = k / 32;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i is[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                         _mm512_setzero_si512()};
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            __m512i wv = _mm512_load_si512((const void *)(wt + 512 * g + 64 * c));
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                is[t] = _mm512_dpbusd_epi32(is[t], wv,
+                                            _mm512_load_si512((const void *)(xt + t * xt_ld + 512 * g + 64 * c)));
+        }
+        __m512 dw = _mm512_load_ps(wd + 16 * g);
+        __m512 mw = has_min(T) ? _mm512_load_ps(wm + 16 * g) : _mm512_setzero_ps();
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *xr = X0 + t * ldxq;
+            __m512 dx = _mm512_castsi512_ps(ld16_tail(xr + k, nb, g));
+            __m512i sx = ld16_tail(xr + k + 4 * nb, nb, g);
+            __m512i isum = unpi(is[t]);
+            if (blk_off_log2(T) >= 0) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(sx, blk_off_log2(T)));
+            __m512 f = _mm512_cvtepi32_ps(isum), p = _mm512_mul_ps(dw, dx);
+            if (has_min(T)) {
+                __m512 fs = _mm512_cvtepi32_ps(sx), pm = _mm512_mul_ps(mw, dx);
+                acc[t] = _mm256_fmadd_ps(_mm512_castps512_ps256(p), _mm512_castps512_ps256(f), acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm512_castps512_ps256(pm), _mm512_castps512_ps256(fs), acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(p, 1), _mm512_extractf32x8_ps(f, 1), acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(pm, 1), _mm512_extractf32x8_ps(fs, 1), acc[t]);
+            } else {
+                acc[t] = _mm256_fmadd_ps(_mm512_castps512_ps256(p), _mm512_castps512_ps256(f), acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(p, 1), _mm512_extractf32x8_ps(f, 1), acc[t]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
+}
+
+INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
+                             const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
+    const int64_t nb = k / 32, ng = (nb + 15) / 16, rb = nb * blk_bytes(T), xt_ld = ng * 512;
+    _Alignas(64) uint8_t xt[XT_CAP];
+    _Alignas(64) uint8_t wt[WT_MAX_G16 * 512];
+    _Alignas(64) float wd[WT_MAX_G16 * 16], wm[WT_MAX_G16 * 16];
+    int64_t tb = XT_CAP / xt_ld;
+    if (tb > 64) tb = 64;
+    for (int64_t t0 = 0; t0 < n; t0 += tb) {
+        int64_t t1 = t0 + tb < n ? t0 + tb : n;
+        for (int64_t t = t0; t < t1; t++) transpose_x(xt + (t - t0) * xt_ld, X + t * ldxq, nb, ng);
+        for (int64_t o = o0; o < o1; o++) {
+            transpose_w(T, wt, wd, wm, W + o * rb, nb, ng);
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4)
+                row_tokens_t(T, 4, Y + t * ldy + o, ldy, wt, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq, ldxq,
+                             k, ng);
+            switch (t1 - t) {
+#define TAIL(NT)                                                                                                 \
+    case NT:                                                                                                     \
+        row_tokens_t(T, NT, Y + t * ldy + o, ldy, wt, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq, ldxq, k, \
+                     ng);                                                                                        \
+        break;
+                TAIL(3)
+                TAIL(2)
+                TAIL(1)
+#undef TAIL
+            default: break;
+            }
+        }
+    }
 }
 
 INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                              int64_t k, int64_t o0, int64_t o1) {
     const int64_t rb = k / 32 * blk_bytes(T);
     const uint8_t *X = XQ;
+    if (n >= PREFILL_MIN && (k / 32 + 15) / 16 <= WT_MAX_G16) {
+        matmul_q_prefill(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
+        return;
+    }
     for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
         int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
         for (int64_t o = o0; o < o1; o++) {
