@@ -66,7 +66,8 @@ static void build(void) {
 
     g_tab[LV_NEON] = g_tab[LV_REF];
     if (g_compiled[LV_NEON] && cpu_has(LV_NEON))
-        g_compiled[LV_NEON] = kernels_fill_neon(&g_tab[LV_NEON]) && kernels_fill_attn_neon(&g_tab[LV_NEON]);
+        g_compiled[LV_NEON] = kernels_fill_neon(&g_tab[LV_NEON]) && kernels_fill_attn_neon(&g_tab[LV_NEON]) &&
+                              kernels_fill_qdot_neon(&g_tab[LV_NEON]);
     g_tab[LV_NEON].name = "neon";
 
     for (int i = 0; i < LV_COUNT; i++)

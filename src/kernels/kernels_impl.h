@@ -36,10 +36,12 @@ int kernels_fill_attn_neon(qw_kernels *k);
 
 /* The integer path of the block-32 types and quantize_qa8 (qdot_*.c):
  * the reference fill (every entry), AVX2 (avx2 and avx512 tables) and
- * AVX-512 VNNI (the avx512 table, only when QW_CPU_AVX512VNNI is set). */
+ * AVX-512 VNNI (the avx512 table, only when QW_CPU_AVX512VNNI is set),
+ * NEON (the neon table). */
 void kernels_fill_qdot_ref(qw_kernels *k);
 int kernels_fill_qdot_avx2(qw_kernels *k);
 int kernels_fill_qdot_avx512vnni(qw_kernels *k);
+int kernels_fill_qdot_neon(qw_kernels *k);
 
 /* The integer path's fixed final sum of its 8 lanes (kernels.h). */
 static inline float qw_qdot_tree(const float acc[8]) {
