@@ -199,10 +199,159 @@ INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, 
     for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
 }
 
+/* ---- prefill: blocks transposed so that one int32 lane is one block ----
+ * As in qdot_avx512vnni.c: for n >= PREFILL_MIN the activations of a block
+ * of tokens and then each weight row are transposed in groups of 8 blocks
+ * (an 8 x 8 transpose of 4-byte words), so that vpmaddubsw + vpmaddwd
+ * leave 4-product sums of one block per int32 lane and 8 vector adds give
+ * the 8 blocks' exact sums in block order, with no horizontal adds. The
+ * float steps are the reference's: bitwise the decode path. */
+#define PREFILL_MIN 8
+#define XT_CAP (96 * 1024) /* bytes of transposed activations (a token block) */
+#define WT_MAX_G8 128      /* rows up to 128 * 256 = 32768 weights take this path */
+
+/* r[i] = block i's 8 words -> r[c] lane i = word c of block i. */
+INLINE void transpose8(__m256i *r) {
+    __m256i t[8], u[8];
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        __m256i *a = t + 4 * h, *b = u + 4 * h;
+        b[0] = _mm256_unpacklo_epi64(a[0], a[2]);
+        b[1] = _mm256_unpackhi_epi64(a[0], a[2]);
+        b[2] = _mm256_unpacklo_epi64(a[1], a[3]);
+        b[3] = _mm256_unpackhi_epi64(a[1], a[3]);
+    }
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* A token's QA8 quants (nb blocks) -> ng groups at xt (zero padded). */
+INLINE void transpose_x(uint8_t *xt, const uint8_t *q, int64_t nb, int64_t ng) {
+    for (int64_t g = 0; g < ng; g++) {
+        __m256i r[8];
+        UNROLL
+        for (int j = 0; j < 8; j++)
+            r[j] = 8 * g + j < nb ? _mm256_loadu_si256((const __m256i *)(q + 256 * g + 32 * j)) : _mm256_setzero_si256();
+        transpose8(r);
+        UNROLL
+        for (int c = 0; c < 8; c++) _mm256_store_si256((__m256i *)(xt + 256 * g + 32 * c), r[c]);
+    }
+}
+
+/* A weight row (nb blocks) -> ng transposed groups at wt (Q8_0: |w| at wt,
+ * w at ws), its d (and m) in block order (zero padded). */
+INLINE void transpose_w(int T, uint8_t *wt, uint8_t *ws, float *wd, float *wm, const uint8_t *w, int64_t nb,
+                        int64_t ng) {
+    const int B = blk_bytes(T);
+    for (int64_t g = 0; g < ng; g++) {
+        int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
+        wgroup wg;
+        load_group(T, &wg, w + 8 * g * B, nbl);
+        transpose8(wg.q);
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            if (T == T_Q8_0) {
+                _mm256_store_si256((__m256i *)(ws + 256 * g + 32 * c), wg.q[c]);
+                _mm256_store_si256((__m256i *)(wt + 256 * g + 32 * c), _mm256_sign_epi8(wg.q[c], wg.q[c]));
+            } else {
+                _mm256_store_si256((__m256i *)(wt + 256 * g + 32 * c), wg.q[c]);
+            }
+        }
+        _mm256_store_ps(wd + 8 * g, wg.d);
+        if (has_min(T)) _mm256_store_ps(wm + 8 * g, wg.m);
+    }
+}
+
+/* One transposed row against NT (1..4) transposed tokens. */
+INLINE void row_tokens_t(int T, int NT, float *Y, int64_t ldy, const uint8_t *wt, const uint8_t *ws, const float *wd,
+                         const float *wm, const uint8_t *xt, int64_t xt_ld, const uint8_t *X0, int64_t ldxq, int64_t k,
+                         int64_t ng) {
+    const int64_t nb = k / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t g = 0; g < ng; g++) {
+        __m256i is[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                         _mm256_setzero_si256()};
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            __m256i wv = _mm256_load_si256((const __m256i *)(wt + 256 * g + 32 * c));
+            __m256i sv = T == T_Q8_0 ? _mm256_load_si256((const __m256i *)(ws + 256 * g + 32 * c)) : wv;
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                __m256i xv = _mm256_load_si256((const __m256i *)(xt + t * xt_ld + 256 * g + 32 * c));
+                if (T == T_Q8_0) xv = _mm256_sign_epi8(xv, sv);
+                is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones));
+            }
+        }
+        __m256 dw = _mm256_load_ps(wd + 8 * g);
+        __m256 mw = has_min(T) ? _mm256_load_ps(wm + 8 * g) : _mm256_setzero_ps();
+        int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
+        __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nbl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *xr = X0 + t * ldxq;
+            __m256 dx = _mm256_maskload_ps((const float *)(xr + k) + 8 * g, lm);
+            __m256i sx = _mm256_maskload_epi32((const int *)(xr + k + 4 * nb) + 8 * g, lm);
+            __m256i isum = is[t];
+            if (blk_off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(sx, blk_off_log2(T)));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc[t]);
+            if (has_min(T)) acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(mw, dx), _mm256_cvtepi32_ps(sx), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
+}
+
+INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
+                             const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
+    const int64_t nb = k / 32, ng = (nb + 7) / 8, rb = nb * blk_bytes(T), xt_ld = ng * 256;
+    _Alignas(64) uint8_t xt[XT_CAP];
+    _Alignas(64) uint8_t wt[WT_MAX_G8 * 256];
+    _Alignas(64) uint8_t ws[T == T_Q8_0 ? WT_MAX_G8 * 256 : 64];
+    _Alignas(64) float wd[WT_MAX_G8 * 8], wm[WT_MAX_G8 * 8];
+    int64_t tb = XT_CAP / xt_ld;
+    if (tb > 64) tb = 64;
+    for (int64_t t0 = 0; t0 < n; t0 += tb) {
+        int64_t t1 = t0 + tb < n ? t0 + tb : n;
+        for (int64_t t = t0; t < t1; t++) transpose_x(xt + (t - t0) * xt_ld, X + t * ldxq, nb, ng);
+        for (int64_t o = o0; o < o1; o++) {
+            transpose_w(T, wt, ws, wd, wm, W + o * rb, nb, ng);
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4)
+                row_tokens_t(T, 4, Y + t * ldy + o, ldy, wt, ws, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq,
+                             ldxq, k, ng);
+            switch (t1 - t) {
+#define TAIL(NT)                                                                                                 \
+    case NT:                                                                                                     \
+        row_tokens_t(T, NT, Y + t * ldy + o, ldy, wt, ws, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq,     \
+                     ldxq, k, ng);                                                                               \
+        break;
+                TAIL(3)
+                TAIL(2)
+                TAIL(1)
+#undef TAIL
+            default: break;
+            }
+        }
+    }
+}
+
 INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                              int64_t k, int64_t o0, int64_t o1) {
     const int64_t rb = k / 32 * blk_bytes(T);
     const uint8_t *X = XQ;
+    if (n >= PREFILL_MIN && (k / 32 + 7) / 8 <= WT_MAX_G8) {
+        matmul_q_prefill(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
+        return;
+    }
     for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
         int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
         for (int64_t o = o0; o < o1; o++) {
