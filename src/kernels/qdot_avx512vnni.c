@@ -202,16 +202,19 @@ INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, 
 }
 
 /* ---- prefill: blocks transposed so that one int32 lane is one block ----
- * For n >= PREFILL_MIN the activations of a block of tokens and then each
- * weight row are rearranged in 16-block units ("G16", 512 bytes) into 8
- * zmm whose lane i holds 4 bytes of block pi(i) (transpose16): 8 vpdpbusd
- * then leave each block's exact sum in its own lane, with no horizontal
- * reduction; one permute puts the 16 sums in block order. The float steps
- * are the reference's, lanes 0..7 (blocks 16g..16g+7) before lanes 8..15,
- * so the result is bitwise the decode path's. Buffers on the stack. */
+ * For n >= PREFILL_MIN, a block of up to RB_MAX weight rows is rearranged
+ * once in 16-block units ("G16", 512 bytes) into 8 zmm whose lane i holds 4
+ * bytes of block pi(i) (transpose16), on the stack; then each token's G16
+ * goes through the same transpose in registers and meets every row of the
+ * block: 8 vpdpbusd leave each block's exact sum in its own lane, with no
+ * horizontal reduction; one permute puts the 16 sums in block order. The
+ * float steps are the reference's, lanes 0..7 (blocks 16g..16g+7) before
+ * lanes 8..15, so the result is bitwise the decode path's. Tokens go in
+ * blocks of TOK_BLOCK so their QA8 rows stay in L2 across the row blocks. */
 #define PREFILL_MIN 8
-#define XT_CAP (96 * 1024) /* bytes of transposed activations (a token block) */
-#define WT_MAX_G16 64      /* rows up to 64 * 512 = 32768 weights take this path */
+#define RB_MAX 8              /* rows transposed together */
+#define WT_CAP (40 * 1024)    /* bytes of transposed weights on the stack */
+#define WT_MAX_G16 (WT_CAP / 512) /* rows up to 80 * 512 = 40960 weights take this path */
 
 /* 16 blocks as 8 zmm (2 blocks each, in order) -> 8 zmm, lane 4q + r of each
  * holding a dword of block pi = {0,2,4,6, 1,3,5,7, 8,10,12,14, 9,11,13,15}
@@ -242,22 +245,6 @@ INLINE void transpose16(__m512i *z) {
 INLINE __m512i unpi(__m512i v) {
     const __m512i idx = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
     return _mm512_permutexvar_epi32(idx, v);
-}
-
-/* A token's QA8 quants (nb blocks) -> ng G16 units at xt (zero padded). */
-INLINE void transpose_x(uint8_t *xt, const uint8_t *q, int64_t nb, int64_t ng) {
-    for (int64_t g = 0; g < ng; g++) {
-        __m512i z[8];
-        UNROLL
-        for (int m = 0; m < 8; m++) {
-            int64_t left = 32 * (nb - 16 * g - 2 * m); /* bytes of this pair present */
-            __mmask64 mk = left >= 64 ? ~(__mmask64)0 : left <= 0 ? 0 : (((__mmask64)1 << left) - 1);
-            z[m] = _mm512_maskz_loadu_epi8(mk, q + 512 * g + 64 * m);
-        }
-        transpose16(z);
-        UNROLL
-        for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(xt + 512 * g + 64 * c), z[c]);
-    }
 }
 
 /* A weight row (nb blocks) -> ng G16 units of unsigned weights at wt, its
@@ -291,76 +278,72 @@ INLINE __m512i ld16_tail(const void *p, int64_t nb, int64_t g) {
     return _mm512_maskz_loadu_epi32(mk, (const int32_t *)p + 16 * g);
 }
 
-/* One transposed row against NT (1..4) transposed tokens. */
-INLINE void row_tokens_t(int T, int NT, float *Y, int64_t ldy, const uint8_t *wt, const float *wd, const float *wm,
-                         const uint8_t *xt, int64_t xt_ld, const uint8_t *X0, int64_t ldxq, int64_t k, int64_t ng) {
+/* One token (QA8 row xr) against RB transposed rows (row stride wt_ld
+ * bytes, scales wd/wm at stride 16 * ng): Y[r] for r < RB. */
+INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8_t *wt, int64_t wt_ld, const float *wd,
+                         const float *wm, int64_t k, int64_t ng) {
     const int64_t nb = k / 32;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[RB_MAX];
+    UNROLL
+    for (int r = 0; r < RB; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        __m512i is[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                         _mm512_setzero_si512()};
+        __m512i xv[8];
         UNROLL
-        for (int c = 0; c < 8; c++) {
-            __m512i wv = _mm512_load_si512((const void *)(wt + 512 * g + 64 * c));
-            UNROLL
-            for (int t = 0; t < NT; t++)
-                is[t] = _mm512_dpbusd_epi32(is[t], wv,
-                                            _mm512_load_si512((const void *)(xt + t * xt_ld + 512 * g + 64 * c)));
+        for (int m = 0; m < 8; m++) {
+            int64_t left = 32 * (nb - 16 * g - 2 * m); /* bytes of this pair present */
+            __mmask64 mk = left >= 64 ? ~(__mmask64)0 : left <= 0 ? 0 : (((__mmask64)1 << left) - 1);
+            xv[m] = _mm512_maskz_loadu_epi8(mk, xr + 512 * g + 64 * m);
         }
-        __m512 dw = _mm512_load_ps(wd + 16 * g);
-        __m512 mw = has_min(T) ? _mm512_load_ps(wm + 16 * g) : _mm512_setzero_ps();
+        transpose16(xv);
+        __m512 dx = _mm512_castsi512_ps(ld16_tail(xr + k, nb, g));
+        __m512i sx = ld16_tail(xr + k + 4 * nb, nb, g);
+        __m512i off = blk_off_log2(T) >= 0 ? _mm512_slli_epi32(sx, blk_off_log2(T)) : _mm512_setzero_si512();
+        __m512 fs = _mm512_cvtepi32_ps(sx);
         UNROLL
-        for (int t = 0; t < NT; t++) {
-            const uint8_t *xr = X0 + t * ldxq;
-            __m512 dx = _mm512_castsi512_ps(ld16_tail(xr + k, nb, g));
-            __m512i sx = ld16_tail(xr + k + 4 * nb, nb, g);
-            __m512i isum = unpi(is[t]);
-            if (blk_off_log2(T) >= 0) isum = _mm512_sub_epi32(isum, _mm512_slli_epi32(sx, blk_off_log2(T)));
-            __m512 f = _mm512_cvtepi32_ps(isum), p = _mm512_mul_ps(dw, dx);
+        for (int r = 0; r < RB; r++) {
+            const uint8_t *w = wt + r * wt_ld + 512 * g;
+            __m512i is = _mm512_setzero_si512();
+            UNROLL
+            for (int c = 0; c < 8; c++) is = _mm512_dpbusd_epi32(is, _mm512_load_si512((const void *)(w + 64 * c)), xv[c]);
+            __m512i isum = _mm512_sub_epi32(unpi(is), off);
+            __m512 f = _mm512_cvtepi32_ps(isum), p = _mm512_mul_ps(_mm512_load_ps(wd + r * 16 * ng + 16 * g), dx);
+            acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(p), _mm512_castps512_ps256(f), acc[r]);
             if (has_min(T)) {
-                __m512 fs = _mm512_cvtepi32_ps(sx), pm = _mm512_mul_ps(mw, dx);
-                acc[t] = _mm256_fmadd_ps(_mm512_castps512_ps256(p), _mm512_castps512_ps256(f), acc[t]);
-                acc[t] = _mm256_fmadd_ps(_mm512_castps512_ps256(pm), _mm512_castps512_ps256(fs), acc[t]);
-                acc[t] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(p, 1), _mm512_extractf32x8_ps(f, 1), acc[t]);
-                acc[t] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(pm, 1), _mm512_extractf32x8_ps(fs, 1), acc[t]);
+                __m512 pm = _mm512_mul_ps(_mm512_load_ps(wm + r * 16 * ng + 16 * g), dx);
+                acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(pm), _mm512_castps512_ps256(fs), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(p, 1), _mm512_extractf32x8_ps(f, 1), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(pm, 1), _mm512_extractf32x8_ps(fs, 1), acc[r]);
             } else {
-                acc[t] = _mm256_fmadd_ps(_mm512_castps512_ps256(p), _mm512_castps512_ps256(f), acc[t]);
-                acc[t] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(p, 1), _mm512_extractf32x8_ps(f, 1), acc[t]);
+                acc[r] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(p, 1), _mm512_extractf32x8_ps(f, 1), acc[r]);
             }
         }
     }
     UNROLL
-    for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
+    for (int r = 0; r < RB; r++) Y[r] = tree(acc[r]);
 }
 
 INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                              const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
-    const int64_t nb = k / 32, ng = (nb + 15) / 16, rb = nb * blk_bytes(T), xt_ld = ng * 512;
-    _Alignas(64) uint8_t xt[XT_CAP];
-    _Alignas(64) uint8_t wt[WT_MAX_G16 * 512];
+    const int64_t nb = k / 32, ng = (nb + 15) / 16, rb = nb * blk_bytes(T), wt_ld = ng * 512;
+    _Alignas(64) uint8_t wt[WT_CAP];
     _Alignas(64) float wd[WT_MAX_G16 * 16], wm[WT_MAX_G16 * 16];
-    int64_t tb = XT_CAP / xt_ld;
-    if (tb > 64) tb = 64;
-    for (int64_t t0 = 0; t0 < n; t0 += tb) {
-        int64_t t1 = t0 + tb < n ? t0 + tb : n;
-        for (int64_t t = t0; t < t1; t++) transpose_x(xt + (t - t0) * xt_ld, X + t * ldxq, nb, ng);
-        for (int64_t o = o0; o < o1; o++) {
-            transpose_w(T, wt, wd, wm, W + o * rb, nb, ng);
-            int64_t t = t0;
-            for (; t + 4 <= t1; t += 4)
-                row_tokens_t(T, 4, Y + t * ldy + o, ldy, wt, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq, ldxq,
-                             k, ng);
-            switch (t1 - t) {
-#define TAIL(NT)                                                                                                 \
-    case NT:                                                                                                     \
-        row_tokens_t(T, NT, Y + t * ldy + o, ldy, wt, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq, ldxq, k, \
-                     ng);                                                                                        \
-        break;
-                TAIL(3)
-                TAIL(2)
-                TAIL(1)
-#undef TAIL
-            default: break;
+    int64_t rbmax = WT_CAP / wt_ld < RB_MAX ? WT_CAP / wt_ld : RB_MAX;
+    for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
+        int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
+        for (int64_t r0 = o0; r0 < o1; r0 += rbmax) {
+            int64_t nr = o1 - r0 < rbmax ? o1 - r0 : rbmax;
+            for (int64_t r = 0; r < nr; r++)
+                transpose_w(T, wt + r * wt_ld, wd + r * 16 * ng, wm + r * 16 * ng, W + (r0 + r) * rb, nb, ng);
+            for (int64_t t = t0; t < t1; t++) {
+                float *y = Y + t * ldy + r0;
+                const uint8_t *xr = X + t * ldxq;
+                switch (nr) {
+#define ROWS(R)                                                        \
+    case R: token_rows_t(T, R, y, xr, wt, wt_ld, wd, wm, k, ng); break;
+                    ROWS(8) ROWS(7) ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+                default: break;
+                }
             }
         }
     }
@@ -370,7 +353,7 @@ INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64
                              int64_t k, int64_t o0, int64_t o1) {
     const int64_t rb = k / 32 * blk_bytes(T);
     const uint8_t *X = XQ;
-    if (n >= PREFILL_MIN && (k / 32 + 15) / 16 <= WT_MAX_G16) {
+    if (n >= PREFILL_MIN && (k / 32 + 15) / 16 <= WT_MAX_G16) { /* at least one row fits */
         matmul_q_prefill(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
         return;
     }
