@@ -200,15 +200,18 @@ INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, 
 }
 
 /* ---- prefill: blocks transposed so that one int32 lane is one block ----
- * As in qdot_avx512vnni.c: for n >= PREFILL_MIN the activations of a block
- * of tokens and then each weight row are transposed in groups of 8 blocks
- * (an 8 x 8 transpose of 4-byte words), so that vpmaddubsw + vpmaddwd
- * leave 4-product sums of one block per int32 lane and 8 vector adds give
- * the 8 blocks' exact sums in block order, with no horizontal adds. The
- * float steps are the reference's: bitwise the decode path. */
+ * As in qdot_avx512vnni.c: for n >= PREFILL_MIN a block of up to RB_MAX
+ * weight rows is transposed once in groups of 8 blocks (an 8 x 8 transpose
+ * of 4-byte words) on the stack; each token's group goes through the same
+ * transpose in registers and meets every row of the block: vpmaddubsw +
+ * vpmaddwd leave 4-product sums of one block per int32 lane, and 8 vector
+ * adds give the 8 blocks' exact sums in block order, with no horizontal
+ * adds. The float steps are the reference's: bitwise the decode path.
+ * Q8_0 keeps its signed bytes (|w| and sign(x, w) per use, as above). */
 #define PREFILL_MIN 8
-#define XT_CAP (96 * 1024) /* bytes of transposed activations (a token block) */
-#define WT_MAX_G8 128      /* rows up to 128 * 256 = 32768 weights take this path */
+#define RB_MAX 4               /* rows transposed together (16 ymm registers) */
+#define WT_CAP (40 * 1024)     /* bytes of transposed weights on the stack */
+#define WT_MAX_G8 (WT_CAP / 256) /* rows up to 160 * 256 = 40960 weights take this path */
 
 /* r[i] = block i's 8 words -> r[c] lane i = word c of block i. */
 INLINE void transpose8(__m256i *r) {
@@ -233,23 +236,9 @@ INLINE void transpose8(__m256i *r) {
     }
 }
 
-/* A token's QA8 quants (nb blocks) -> ng groups at xt (zero padded). */
-INLINE void transpose_x(uint8_t *xt, const uint8_t *q, int64_t nb, int64_t ng) {
-    for (int64_t g = 0; g < ng; g++) {
-        __m256i r[8];
-        UNROLL
-        for (int j = 0; j < 8; j++)
-            r[j] = 8 * g + j < nb ? _mm256_loadu_si256((const __m256i *)(q + 256 * g + 32 * j)) : _mm256_setzero_si256();
-        transpose8(r);
-        UNROLL
-        for (int c = 0; c < 8; c++) _mm256_store_si256((__m256i *)(xt + 256 * g + 32 * c), r[c]);
-    }
-}
-
-/* A weight row (nb blocks) -> ng transposed groups at wt (Q8_0: |w| at wt,
- * w at ws), its d (and m) in block order (zero padded). */
-INLINE void transpose_w(int T, uint8_t *wt, uint8_t *ws, float *wd, float *wm, const uint8_t *w, int64_t nb,
-                        int64_t ng) {
+/* A weight row (nb blocks) -> ng transposed groups at wt, its d (and m) in
+ * block order (zero padded). */
+INLINE void transpose_w(int T, uint8_t *wt, float *wd, float *wm, const uint8_t *w, int64_t nb, int64_t ng) {
     const int B = blk_bytes(T);
     for (int64_t g = 0; g < ng; g++) {
         int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
@@ -257,88 +246,76 @@ INLINE void transpose_w(int T, uint8_t *wt, uint8_t *ws, float *wd, float *wm, c
         load_group(T, &wg, w + 8 * g * B, nbl);
         transpose8(wg.q);
         UNROLL
-        for (int c = 0; c < 8; c++) {
-            if (T == T_Q8_0) {
-                _mm256_store_si256((__m256i *)(ws + 256 * g + 32 * c), wg.q[c]);
-                _mm256_store_si256((__m256i *)(wt + 256 * g + 32 * c), _mm256_sign_epi8(wg.q[c], wg.q[c]));
-            } else {
-                _mm256_store_si256((__m256i *)(wt + 256 * g + 32 * c), wg.q[c]);
-            }
-        }
+        for (int c = 0; c < 8; c++) _mm256_store_si256((__m256i *)(wt + 256 * g + 32 * c), wg.q[c]);
         _mm256_store_ps(wd + 8 * g, wg.d);
         if (has_min(T)) _mm256_store_ps(wm + 8 * g, wg.m);
     }
 }
 
-/* One transposed row against NT (1..4) transposed tokens. */
-INLINE void row_tokens_t(int T, int NT, float *Y, int64_t ldy, const uint8_t *wt, const uint8_t *ws, const float *wd,
-                         const float *wm, const uint8_t *xt, int64_t xt_ld, const uint8_t *X0, int64_t ldxq, int64_t k,
-                         int64_t ng) {
+/* One token (QA8 row xr) against RB transposed rows (row stride wt_ld
+ * bytes, scales at stride 8 * ng): Y[r] for r < RB. */
+INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8_t *wt, int64_t wt_ld, const float *wd,
+                         const float *wm, int64_t k, int64_t ng) {
     const int64_t nb = k / 32;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[RB_MAX];
+    UNROLL
+    for (int r = 0; r < RB; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        __m256i is[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                         _mm256_setzero_si256()};
-        UNROLL
-        for (int c = 0; c < 8; c++) {
-            __m256i wv = _mm256_load_si256((const __m256i *)(wt + 256 * g + 32 * c));
-            __m256i sv = T == T_Q8_0 ? _mm256_load_si256((const __m256i *)(ws + 256 * g + 32 * c)) : wv;
-            UNROLL
-            for (int t = 0; t < NT; t++) {
-                __m256i xv = _mm256_load_si256((const __m256i *)(xt + t * xt_ld + 256 * g + 32 * c));
-                if (T == T_Q8_0) xv = _mm256_sign_epi8(xv, sv);
-                is[t] = _mm256_add_epi32(is[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones));
-            }
-        }
-        __m256 dw = _mm256_load_ps(wd + 8 * g);
-        __m256 mw = has_min(T) ? _mm256_load_ps(wm + 8 * g) : _mm256_setzero_ps();
         int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
-        __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nbl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i xv[8];
         UNROLL
-        for (int t = 0; t < NT; t++) {
-            const uint8_t *xr = X0 + t * ldxq;
-            __m256 dx = _mm256_maskload_ps((const float *)(xr + k) + 8 * g, lm);
-            __m256i sx = _mm256_maskload_epi32((const int *)(xr + k + 4 * nb) + 8 * g, lm);
-            __m256i isum = is[t];
-            if (blk_off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(sx, blk_off_log2(T)));
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc[t]);
-            if (has_min(T)) acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(mw, dx), _mm256_cvtepi32_ps(sx), acc[t]);
+        for (int j = 0; j < 8; j++)
+            xv[j] = j < nbl ? _mm256_loadu_si256((const __m256i *)(xr + 256 * g + 32 * j)) : _mm256_setzero_si256();
+        transpose8(xv);
+        __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(nbl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 dx = _mm256_maskload_ps((const float *)(xr + k) + 8 * g, lm);
+        __m256i sx = _mm256_maskload_epi32((const int *)(xr + k + 4 * nb) + 8 * g, lm);
+        UNROLL
+        for (int r = 0; r < RB; r++) {
+            const uint8_t *w = wt + r * wt_ld + 256 * g;
+            __m256i is = _mm256_setzero_si256();
+            UNROLL
+            for (int c = 0; c < 8; c++) {
+                __m256i wv = _mm256_load_si256((const __m256i *)(w + 32 * c));
+                __m256i prod = T == T_Q8_0 ? _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv[c], wv))
+                                           : _mm256_maddubs_epi16(wv, xv[c]);
+                is = _mm256_add_epi32(is, _mm256_madd_epi16(prod, ones));
+            }
+            if (blk_off_log2(T) >= 0) is = _mm256_sub_epi32(is, _mm256_slli_epi32(sx, blk_off_log2(T)));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_load_ps(wd + r * 8 * ng + 8 * g), dx), _mm256_cvtepi32_ps(is),
+                                     acc[r]);
+            if (has_min(T))
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_load_ps(wm + r * 8 * ng + 8 * g), dx),
+                                         _mm256_cvtepi32_ps(sx), acc[r]);
         }
     }
     UNROLL
-    for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
+    for (int r = 0; r < RB; r++) Y[r] = tree(acc[r]);
 }
 
 INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                              const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
-    const int64_t nb = k / 32, ng = (nb + 7) / 8, rb = nb * blk_bytes(T), xt_ld = ng * 256;
-    _Alignas(64) uint8_t xt[XT_CAP];
-    _Alignas(64) uint8_t wt[WT_MAX_G8 * 256];
-    _Alignas(64) uint8_t ws[T == T_Q8_0 ? WT_MAX_G8 * 256 : 64];
+    const int64_t nb = k / 32, ng = (nb + 7) / 8, rb = nb * blk_bytes(T), wt_ld = ng * 256;
+    _Alignas(64) uint8_t wt[WT_CAP];
     _Alignas(64) float wd[WT_MAX_G8 * 8], wm[WT_MAX_G8 * 8];
-    int64_t tb = XT_CAP / xt_ld;
-    if (tb > 64) tb = 64;
-    for (int64_t t0 = 0; t0 < n; t0 += tb) {
-        int64_t t1 = t0 + tb < n ? t0 + tb : n;
-        for (int64_t t = t0; t < t1; t++) transpose_x(xt + (t - t0) * xt_ld, X + t * ldxq, nb, ng);
-        for (int64_t o = o0; o < o1; o++) {
-            transpose_w(T, wt, ws, wd, wm, W + o * rb, nb, ng);
-            int64_t t = t0;
-            for (; t + 4 <= t1; t += 4)
-                row_tokens_t(T, 4, Y + t * ldy + o, ldy, wt, ws, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq,
-                             ldxq, k, ng);
-            switch (t1 - t) {
-#define TAIL(NT)                                                                                                 \
-    case NT:                                                                                                     \
-        row_tokens_t(T, NT, Y + t * ldy + o, ldy, wt, ws, wd, wm, xt + (t - t0) * xt_ld, xt_ld, X + t * ldxq,     \
-                     ldxq, k, ng);                                                                               \
-        break;
-                TAIL(3)
-                TAIL(2)
-                TAIL(1)
-#undef TAIL
-            default: break;
+    int64_t rbmax = WT_CAP / wt_ld < RB_MAX ? WT_CAP / wt_ld : RB_MAX;
+    for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
+        int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
+        for (int64_t r0 = o0; r0 < o1; r0 += rbmax) {
+            int64_t nr = o1 - r0 < rbmax ? o1 - r0 : rbmax;
+            for (int64_t r = 0; r < nr; r++)
+                transpose_w(T, wt + r * wt_ld, wd + r * 8 * ng, wm + r * 8 * ng, W + (r0 + r) * rb, nb, ng);
+            for (int64_t t = t0; t < t1; t++) {
+                float *y = Y + t * ldy + r0;
+                const uint8_t *xr = X + t * ldxq;
+                switch (nr) {
+#define ROWS(R)                                                        \
+    case R: token_rows_t(T, R, y, xr, wt, wt_ld, wd, wm, k, ng); break;
+                    ROWS(4) ROWS(3) ROWS(2) ROWS(1)
+#undef ROWS
+                default: break;
+                }
             }
         }
     }
