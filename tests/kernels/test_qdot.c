@@ -82,6 +82,15 @@ static void check_quantize(const qw_kernels *L, const qw_kernels *ref) {
         free(b);
     }
     CHECK(bad == 0, "%s quantize_qa8 == ref bytes, and follows the rule (%d bad)", L->name, bad);
+    /* amax 127: id = 1, so x * id lands exactly on halves: rounded to even */
+    float x[32] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -126.5f, 3.5f};
+    static const int8_t want[10] = {127, 0, 2, 2, 0, -2, -2, 126, -126, 4};
+    uint8_t q[40];
+    L->quantize_qa8(q, x, 32);
+    int32_t s;
+    memcpy(&s, q + 36, 4);
+    CHECK(!memcmp(q, want, 10) && s == 127 + 2 + 2 - 2 - 2 + 126 - 126 + 4,
+          "%s quantize_qa8 rounds halves to even (s = %d)", L->name, (int)s);
 }
 
 /* The reference against double precision: tight vs dequantized QA8 x
