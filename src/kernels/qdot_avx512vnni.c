@@ -91,6 +91,27 @@ INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
                           (short)ld_u16(w + 7 * B + off));
 }
 
+/* d (and m) of a partial group of nbl (1..7) blocks, 0 in the absent
+ * lanes: absent lanes re-read the last block (no read past the row, no
+ * byte-wise stores reloaded as a vector) and are masked off. */
+INLINE void tail_scales(int T, wgroup *g, const uint8_t *w, int B, int nbl) {
+    const uint8_t *p[8];
+    UNROLL
+    for (int j = 0; j < 8; j++) p[j] = w + (j < nbl ? j : nbl - 1) * B;
+    __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nbl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    __m128i d = _mm_setr_epi16((short)ld_u16(p[0]), (short)ld_u16(p[1]), (short)ld_u16(p[2]), (short)ld_u16(p[3]),
+                               (short)ld_u16(p[4]), (short)ld_u16(p[5]), (short)ld_u16(p[6]), (short)ld_u16(p[7]));
+    g->d = _mm256_and_ps(_mm256_cvtph_ps(d), keep);
+    if (has_min(T)) {
+        __m128i m = _mm_setr_epi16((short)ld_u16(p[0] + 2), (short)ld_u16(p[1] + 2), (short)ld_u16(p[2] + 2),
+                                   (short)ld_u16(p[3] + 2), (short)ld_u16(p[4] + 2), (short)ld_u16(p[5] + 2),
+                                   (short)ld_u16(p[6] + 2), (short)ld_u16(p[7] + 2));
+        g->m = _mm256_and_ps(_mm256_cvtph_ps(m), keep);
+    } else {
+        g->m = _mm256_setzero_ps();
+    }
+}
+
 INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
     const int B = blk_bytes(T);
     if (nbl == 8) {
@@ -100,7 +121,6 @@ INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
         g->m = has_min(T) ? _mm256_cvtph_ps(f16x8(w, B, 2)) : _mm256_setzero_ps();
         return;
     }
-    uint16_t dh[8] = {0}, mh[8] = {0};
     UNROLL
     for (int i = 0; i < 4; i++) {
         int j = 2 * i;
@@ -108,13 +128,7 @@ INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
         else if (j < nbl) g->q[i] = _mm512_maskz_mov_epi64(0x0f, unpack2(T, w + j * B, w + j * B));
         else g->q[i] = _mm512_setzero_si512();
     }
-    UNROLL
-    for (int j = 0; j < nbl; j++) {
-        dh[j] = ld_u16(w + j * B);
-        mh[j] = ld_u16(w + j * B + 2);
-    }
-    g->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
-    g->m = has_min(T) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)mh)) : _mm256_setzero_ps();
+    tail_scales(T, g, w, B, nbl);
 }
 
 /* One token's group: 4 zmm of activation bytes, d and s of its 8 blocks. */
