@@ -313,13 +313,21 @@ INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8
         __m512i sx = ld16_tail(xr + k + 4 * nb, nb, g);
         __m512i off = blk_off_log2(T) >= 0 ? _mm512_slli_epi32(sx, blk_off_log2(T)) : _mm512_setzero_si512();
         __m512 fs = _mm512_cvtepi32_ps(sx);
+        /* c outer, rows inner: RB independent vpdpbusd chains in flight
+         * (one row's 8 steps form a dependent chain) */
+        __m512i is[RB_MAX];
+        UNROLL
+        for (int r = 0; r < RB; r++) is[r] = _mm512_setzero_si512();
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            UNROLL
+            for (int r = 0; r < RB; r++)
+                is[r] = _mm512_dpbusd_epi32(is[r], _mm512_load_si512((const void *)(wt + r * wt_ld + 512 * g + 64 * c)),
+                                            xv[c]);
+        }
         UNROLL
         for (int r = 0; r < RB; r++) {
-            const uint8_t *w = wt + r * wt_ld + 512 * g;
-            __m512i is = _mm512_setzero_si512();
-            UNROLL
-            for (int c = 0; c < 8; c++) is = _mm512_dpbusd_epi32(is, _mm512_load_si512((const void *)(w + 64 * c)), xv[c]);
-            __m512i isum = _mm512_sub_epi32(unpi(is), off);
+            __m512i isum = _mm512_sub_epi32(unpi(is[r]), off);
             __m512 f = _mm512_cvtepi32_ps(isum), p = _mm512_mul_ps(_mm512_load_ps(wd + r * 16 * ng + 16 * g), dx);
             acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(p), _mm512_castps512_ps256(f), acc[r]);
             if (has_min(T)) {
