@@ -11,9 +11,9 @@
  * of exact sums, lane j = block 8g + j = lane b % 8 of the reference, and
  * one fmadd per group applies the scales.
  *
- * Loop order as in qdot_avx512vnni.c: rows one at a time (sequential,
- * prefetched weight stream), tokens in chunks of 4 sharing each unpacked
- * group, tokens cut into L2-sized blocks for large batches.
+ * Loop order as in qdot_avx512vnni.c: decode n = 1 two rows per pass, n =
+ * 2..7 one row against chunks of up to 4 tokens; prefill on transposed
+ * blocks (below). Every path gives the same bits.
  */
 #include "kernels/kernels_impl.h"
 

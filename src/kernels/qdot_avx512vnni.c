@@ -11,10 +11,11 @@
  * one vector of the 8 blocks' exact sums, lane j = block 8g + j = lane
  * b % 8 of the reference, and one fmadd per group applies the scales.
  *
- * Loop order: rows one at a time (a row is contiguous, so the weight
- * stream is sequential; prefetched ahead), tokens in chunks of 4 that
- * share each unpacked group; for large batches the tokens are cut into
- * blocks whose QA8 rows stay in L2 while every row of the range passes.
+ * Decode (n < PREFILL_MIN): n = 1 takes two consecutive rows per pass (a
+ * row is contiguous, so the weight stream stays sequential; prefetched
+ * ahead); n = 2..7 takes one row against chunks of up to 4 tokens that
+ * share each unpacked group. Prefill (n >= PREFILL_MIN) has its own layout,
+ * below, without the reduction. Every path gives the same bits.
  */
 #include "kernels/kernels_impl.h"
 
