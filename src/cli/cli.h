@@ -33,6 +33,7 @@ typedef struct qw_opts {
     int n_ctx;                /* --ctx; 0 = default 4096 (capped by the model) */
     int quant;                /* --quant q8_0: a qw_dtype to quantize to at load; -1 = none */
     int warmup;               /* --warmup: one untimed pass over the prompt first (benchmarks) */
+    int precision;            /* --precision fast|exact (a qw_precision; env QWENC_PRECISION; default fast) */
     /* servers */
     int http_port;            /* --http PORT; 0 = off */
     const char *host;         /* --host ADDR (default 127.0.0.1) */

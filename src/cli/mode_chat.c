@@ -346,6 +346,7 @@ int mode_chat(int argc, char **argv) {
     c.pool = pool_create(threads);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     c.ctx = c.pool ? ctx_create(m, 1, c.n_ctx, CHAT_BATCH, &err) : NULL;
+    if (c.ctx) ctx_set_precision(c.ctx, (qw_precision)o.precision);
     c.cache = malloc((size_t)c.n_ctx * sizeof *c.cache);
     c.gen = malloc((size_t)c.max_new * sizeof *c.gen);
     c.stream = tok_stream_new(c.tok, 1);

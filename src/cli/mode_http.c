@@ -46,6 +46,7 @@ int mode_http(const qw_opts *o) {
         .model_dir = dir,
         .threads = o->threads,
         .quant = o->quant,
+        .precision = o->precision,
         .n_ctx = o->n_ctx,
         .parallel = o->parallel,
         .queue = o->queue,

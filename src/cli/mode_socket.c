@@ -26,6 +26,7 @@ int mode_socket(const qw_opts *o) {
         .model_dir = dir,
         .threads = o->threads,
         .quant = o->quant,
+        .precision = o->precision,
         .n_ctx = o->n_ctx,
         .parallel = o->parallel,
         .queue = o->queue,

@@ -49,6 +49,7 @@ int mode_stdin(const qw_opts *o) {
         .model_dir = dir,
         .threads = o->threads,
         .quant = o->quant,
+        .precision = o->precision,
         .n_ctx = o->n_ctx,
         .parallel = 1,
         .queue = 1,

@@ -158,6 +158,7 @@ int mode_tokens(const qw_opts *o) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         goto out;
     }
+    ctx_set_precision(ctx, (qw_precision)o->precision);
     double t_loaded = qw_now();
     LOG_INFO("loaded %s in %.3f s (%d layers, hidden %d, vocab %d, %.1f MB of weights, %s); %d threads, ctx %d",
              m->name, t_loaded - t0, cfg->n_layers, cfg->hidden, cfg->vocab, (double)m->weight_bytes / 1e6,

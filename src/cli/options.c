@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "infer/forward.h"
 #include "kernels/kernels.h"
 
 void opts_defaults(qw_opts *o) {
@@ -62,10 +63,15 @@ void usage(FILE *f) {
         "  --warmup          single-shot ids: one untimed pass over the prompt before the\n"
         "                    timed run (weights paged in and cached, as benchmarks of\n"
         "                    other engines measure)\n"
+        "  --precision fast|exact\n"
+        "                    fast (default): quantized weights multiply 8-bit quantized\n"
+        "                    activations with integer dot products; exact: float32\n"
+        "                    activations (the bit-for-bit reference path; slower)\n"
         "  --quant q8_0      quantize the weights to Q8_0 at load (8.5 bits per weight:\n"
         "                    about half the memory traffic of BF16; none = keep as stored)\n"
         "Environment:\n"
         "  QWENC_ISA=ref|avx2|avx512|neon   force a kernel level\n"
+        "  QWENC_PRECISION=fast|exact       default of --precision\n"
         "  QWENC_LOG=debug|info|warn|error|quiet\n"
         "  HF_HOME, HF_ENDPOINT, HF_TOKEN   Hugging Face cache, mirror, token\n"
         "  HF_HUB_OFFLINE=1                 never contact the hub; use the cache\n"
@@ -99,6 +105,15 @@ static int parse_float(const char *opt, const char *s, double lo, double hi, flo
 
 int opts_parse(qw_opts *o, int argc, char **argv, int first) {
     int positional = 0;
+    const char *env = getenv("QWENC_PRECISION");
+    if (env && *env) {
+        qw_precision p;
+        if (qw_precision_parse(env, &p)) {
+            fprintf(stderr, "qwenc: QWENC_PRECISION: expected fast or exact, got '%s'\n", env);
+            return -1;
+        }
+        o->precision = (int)p;
+    }
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -165,6 +180,15 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
             NEED_ARG; if (parse_long(a, v, 1, 1024, &l)) return -1; o->threads = (int)l;
         }
         else if (!strcmp(a, "--warmup")) o->warmup = 1;
+        else if (!strcmp(a, "--precision")) {
+            NEED_ARG;
+            qw_precision p;
+            if (qw_precision_parse(v, &p)) {
+                fprintf(stderr, "qwenc: --precision: expected fast or exact, got '%s'\n", v);
+                return -1;
+            }
+            o->precision = (int)p;
+        }
         else if (!strcmp(a, "--quant")) {
             NEED_ARG;
             if (!strcmp(v, "q8_0") || !strcmp(v, "Q8_0")) o->quant = QW_Q8_0;

@@ -13,6 +13,12 @@
  *     x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
  *   logits = RMSNorm(x) * w_final  Wlm^T         (only for want_logits tokens)
  *
+ * Precision (forward.h): in FAST mode each matmul input (the normed rows
+ * shared by Q/K/V and by gate/up, the attention output, the SiLU product,
+ * the final normed rows) is quantized once to QA8 rows in xq, and weights
+ * whose type has a matmul_q kernel use it; the norm and the quantization of
+ * a row are one step (tok_range). EXACT mode never touches xq.
+ *
  * Threads: every matmul is split by output rows over the pool (all n tokens
  * of the batch go through one kernel call, so prefill is matrix-matrix);
  * attention is split over (token, kv head) pairs, each one call of the
@@ -27,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "kernels/kernels.h"
 
 /* Attention scratch: one score row per thread; threads beyond this many
@@ -67,6 +74,9 @@ struct qw_ctx {
     int32_t *out_rows;  /* [B] batch index of each logits row */
     int n_out;
     int32_t *slot_last; /* [n_slots] scratch for batch validation */
+    qw_precision precision;
+    uint8_t *xq;        /* [B][xq_ld] QA8 rows of the current matmul input (FAST) */
+    int64_t xq_ld;      /* bytes per QA8 row: qw_qa8_row_bytes of the widest input, 64-byte multiple */
     /* the batch being run (for the parallel jobs) */
     const qw_batch *b;
     int layer;
@@ -99,6 +109,7 @@ void ctx_free(qw_ctx *c) {
     free(c->logits);
     free(c->out_rows);
     free(c->slot_last);
+    free(c->xq);
     free(c);
 }
 
@@ -175,9 +186,13 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     c->logits = xmalloc(B * (size_t)cfg->vocab * F);
     c->out_rows = xmalloc(B * sizeof(int32_t));
     c->slot_last = xmalloc((size_t)n_slots * sizeof(int32_t));
+    int64_t widest = cfg->hidden > cfg->inter ? cfg->hidden : cfg->inter;
+    if (c->q_dim > widest) widest = c->q_dim;
+    c->xq_ld = (qw_qa8_row_bytes(widest) + 63) / 64 * 64;
+    c->xq = xmalloc64(B * (size_t)c->xq_ld);
     if (!c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xn || !c->q || !c->k ||
         !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->scores || !c->logits || !c->out_rows ||
-        !c->slot_last) {
+        !c->slot_last || !c->xq) {
         qw_errf(err, "ctx_create: out of memory (%d slots x %d positions: %.1f MB of KV cache)", n_slots, n_ctx,
                 2.0 * (double)kv / 1e6);
         ctx_free(c);
@@ -186,6 +201,24 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     rope_table(c->rope_cos, c->rope_sin, n_ctx, c->hd, cfg->rope_theta);
     return c;
 }
+
+const char *qw_precision_name(qw_precision p) { return p == QW_PRECISION_EXACT ? "exact" : "fast"; }
+
+int qw_precision_parse(const char *s, qw_precision *out) {
+    if (s && !strcmp(s, "fast")) *out = QW_PRECISION_FAST;
+    else if (s && !strcmp(s, "exact")) *out = QW_PRECISION_EXACT;
+    else return -1;
+    return 0;
+}
+
+void ctx_set_precision(qw_ctx *c, qw_precision p) {
+    c->precision = p;
+    LOG_INFO("precision: %s (%s)", qw_precision_name(p),
+             p == QW_PRECISION_FAST ? "8-bit activations and integer dot products for quantized weights"
+                                    : "float32 activations for every matmul");
+}
+
+qw_precision ctx_precision(const qw_ctx *c) { return c->precision; }
 
 int ctx_n_ctx(const qw_ctx *c) { return c->n_ctx; }
 int ctx_n_slots(const qw_ctx *c) { return c->n_slots; }
@@ -205,6 +238,8 @@ typedef struct mm_job {
     } mm[3];
     const float *X;
     int64_t ldx, n;
+    const uint8_t *XQ; /* X as QA8 rows (stride ldxq), or NULL: float matmuls only */
+    int64_t ldxq;
     float *silu_g, *silu_u; /* if set: g = silu(g) * u on this thread's rows (gate/up) */
     int64_t silu_ld;
 } mm_job;
@@ -216,7 +251,11 @@ static void mm_run(void *arg, int tid, int nth) {
         const qw_mat *W = j->mm[i].W;
         int64_t lo, hi;
         pool_split(W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
-        if (hi > lo) K->matmul[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->X, j->ldx, j->n, W->data, W->cols, lo, hi);
+        if (hi <= lo) continue;
+        if (j->XQ && K->matmul_q[W->dtype])
+            K->matmul_q[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XQ, j->ldxq, j->n, W->data, W->cols, lo, hi);
+        else
+            K->matmul[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->X, j->ldx, j->n, W->data, W->cols, lo, hi);
     }
     if (j->silu_g) {
         /* gate and up have the same rows, so this thread owns these columns
@@ -234,7 +273,42 @@ static void mm_run(void *arg, int tid, int nth) {
  * (results do not depend on the split: the kernels are row-range invariant). */
 static int mm_shares(qw_pool *pool) { return pool_threads(pool) > 1 ? pool_threads(pool) * MM_SHARES : 1; }
 
-static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
+/* FAST mode and an integer kernel for W's type (whose rows are whole
+ * blocks of 32, so its input rows quantize to QA8). */
+static int use_q(const qw_ctx *c, const qw_mat *W) {
+    return c->precision == QW_PRECISION_FAST && kernels()->matmul_q[W->dtype] && W->cols % QW_QA8_BLOCK == 0;
+}
+
+/* Rows [t0, t1) of X (k floats each) into QA8 rows of xq. */
+typedef struct qa8_job {
+    qw_ctx *c;
+    const float *X;
+    int64_t ldx, k, n;
+} qa8_job;
+
+static void qa8_range(const qa8_job *j, int64_t t0, int64_t t1) {
+    const qw_kernels *K = kernels();
+    for (int64_t t = t0; t < t1; t++) K->quantize_qa8(j->c->xq + t * j->c->xq_ld, j->X + t * j->ldx, j->k);
+}
+
+static void qa8_run(void *arg, int tid, int nth) {
+    const qa8_job *j = arg;
+    int64_t lo, hi;
+    pool_split(j->n, 1, tid, nth, &lo, &hi);
+    if (hi > lo) qa8_range(j, lo, hi);
+}
+
+#define TOK_PAR_MIN 16
+
+/* Quantize n input rows to xq (over the pool for large batches). */
+static void quantize_rows(qw_ctx *c, qw_pool *pool, const float *X, int64_t ldx, int64_t k, int64_t n) {
+    qa8_job j = {c, X, ldx, k, n};
+    if (n >= TOK_PAR_MIN && pool_threads(pool) > 1) pool_run(pool, qa8_run, &j);
+    else qa8_range(&j, 0, n);
+}
+
+/* One matmul; in FAST mode with an integer kernel, its input is quantized first. */
+static void matmul_par(qw_ctx *c, qw_pool *pool, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                        const qw_mat *W) {
     mm_job j;
     memset(&j, 0, sizeof j);
@@ -245,6 +319,10 @@ static void matmul_par(qw_pool *pool, float *Y, int64_t ldy, const float *X, int
     j.X = X;
     j.ldx = ldx;
     j.n = n;
+    if (use_q(c, W)) {
+        quantize_rows(c, pool, X, ldx, W->cols, n);
+        j.XQ = c->xq, j.ldxq = c->xq_ld;
+    }
     pool_run_n(pool, mm_run, &j, mm_shares(pool));
 }
 
@@ -349,6 +427,7 @@ typedef struct tok_job {
     const float *w; /* norm weight */
     const qw_layer *L;
     int l;
+    int quant; /* TOK_NORM / TOK_ADD_NORM: also quantize each normed row to xq */
 } tok_job;
 
 static void tok_range(const tok_job *j, int t0, int t1) {
@@ -362,6 +441,7 @@ static void tok_range(const tok_job *j, int t0, int t1) {
     for (int t = t0; t < t1; t++) {
         if (j->op == TOK_ADD_NORM) K->add(c->x + t * H, c->tmp + t * H, H);
         K->rmsnorm(c->xn + t * H, c->x + t * H, j->w, H, c->m->cfg.rms_eps);
+        if (j->quant) K->quantize_qa8(c->xq + t * c->xq_ld, c->xn + t * H, H);
     }
 }
 
@@ -372,10 +452,8 @@ static void tok_run(void *arg, int tid, int nth) {
     if (hi > lo) tok_range(j, (int)lo, (int)hi);
 }
 
-#define TOK_PAR_MIN 16
-
-static void tok_step(qw_ctx *c, qw_pool *pool, int op, const float *w, const qw_layer *L, int l) {
-    tok_job j = {c, op, w, L, l};
+static void tok_step(qw_ctx *c, qw_pool *pool, int op, const float *w, const qw_layer *L, int l, int quant) {
+    tok_job j = {c, op, w, L, l, quant};
     if (c->b->n >= TOK_PAR_MIN && pool_threads(pool) > 1) pool_run(pool, tok_run, &j);
     else tok_range(&j, 0, c->b->n);
 }
@@ -397,7 +475,8 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         const qw_layer *L = &m->layers[l];
         c->layer = l;
         /* x += previous layer's MLP output (in tmp), then the input norm */
-        tok_step(c, pool, l ? TOK_ADD_NORM : TOK_NORM, L->attn_norm, L, l);
+        int q_qkv = use_q(c, &L->wq) || use_q(c, &L->wk) || use_q(c, &L->wv);
+        tok_step(c, pool, l ? TOK_ADD_NORM : TOK_NORM, L->attn_norm, L, l, q_qkv);
 
         mm_job j;
         memset(&j, 0, sizeof j);
@@ -406,13 +485,15 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.mm[1].Y = c->k, j.mm[1].ldy = c->kv_dim, j.mm[1].W = &L->wk;
         j.mm[2].Y = c->v, j.mm[2].ldy = c->kv_dim, j.mm[2].W = &L->wv;
         j.X = c->xn, j.ldx = H, j.n = n;
+        if (q_qkv) j.XQ = c->xq, j.ldxq = c->xq_ld;
         pool_run_n(pool, mm_run, &j, mm_shares(pool));
 
-        tok_step(c, pool, TOK_QKV, NULL, L, l);
+        tok_step(c, pool, TOK_QKV, NULL, L, l, 0);
         pool_run(pool, att_run, c);
 
-        matmul_par(pool, c->tmp, H, c->att, c->q_dim, n, &L->wo);
-        tok_step(c, pool, TOK_ADD_NORM, L->mlp_norm, L, l);
+        matmul_par(c, pool, c->tmp, H, c->att, c->q_dim, n, &L->wo);
+        int q_mlp = use_q(c, &L->w_gate) || use_q(c, &L->w_up);
+        tok_step(c, pool, TOK_ADD_NORM, L->mlp_norm, L, l, q_mlp);
 
         memset(&j, 0, sizeof j);
         j.n_mats = 2;
@@ -420,9 +501,10 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.mm[1].Y = c->up, j.mm[1].ldy = I, j.mm[1].W = &L->w_up;
         j.X = c->xn, j.ldx = H, j.n = n;
         j.silu_g = c->gate, j.silu_u = c->up, j.silu_ld = I;
+        if (q_mlp) j.XQ = c->xq, j.ldxq = c->xq_ld;
         pool_run_n(pool, mm_run, &j, mm_shares(pool));
 
-        matmul_par(pool, c->tmp, H, c->gate, I, n, &L->w_down);
+        matmul_par(c, pool, c->tmp, H, c->gate, I, n, &L->w_down);
     }
 
     /* last residual add, final norm and lm_head: only for the rows that
@@ -435,7 +517,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         K->rmsnorm(c->xn + (int64_t)c->n_out * H, c->x + t * H, m->final_norm, H, cfg->rms_eps);
         c->out_rows[c->n_out++] = t;
     }
-    if (c->n_out > 0) matmul_par(pool, c->logits, cfg->vocab, c->xn, H, c->n_out, &m->lm_head);
+    if (c->n_out > 0) matmul_par(c, pool, c->logits, cfg->vocab, c->xn, H, c->n_out, &m->lm_head);
     c->b = NULL;
     return 0;
 }

@@ -34,8 +34,23 @@ typedef struct qw_batch {
     const uint8_t *want_logits;  /* [n] 1 = compute logits; NULL = last token only */
 } qw_batch;
 
+/* How quantized weights are multiplied (kernels.h, "the integer path").
+ * FAST (the default): each matmul input is quantized once to 8-bit QA8 rows
+ * and multiplied with integer dot products wherever the weight type has a
+ * matmul_q kernel; other weights keep the float matmul. EXACT: float32
+ * activations everywhere (the path the fidelity tests prove, bit for bit).
+ * Both are batch invariant. */
+typedef enum { QW_PRECISION_FAST = 0, QW_PRECISION_EXACT = 1 } qw_precision;
+
+/* "fast" / "exact"; qw_precision_parse: 0 and *out set, or -1 for any other name. */
+const char *qw_precision_name(qw_precision p);
+int qw_precision_parse(const char *s, qw_precision *out);
+
 qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_err *err);
 void ctx_free(qw_ctx *c);
+/* Precision of the following forward() calls (ctx_create: FAST); logs it. */
+void ctx_set_precision(qw_ctx *c, qw_precision p);
+qw_precision ctx_precision(const qw_ctx *c);
 int ctx_n_ctx(const qw_ctx *c);
 int ctx_n_slots(const qw_ctx *c);
 int ctx_max_batch(const qw_ctx *c);

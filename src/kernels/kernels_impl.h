@@ -61,6 +61,20 @@ void kernels_conv_q4_k_avx2(float *dst, const char *src, int64_t len, const char
 void kernels_conv_q5_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
 void kernels_conv_q6_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
 
+/* The integer path of the block-32 types and quantize_qa8 (qdot_*.c):
+ * the reference fill (every entry), AVX2 (avx2 and avx512 tables) and
+ * AVX-512 VNNI (the avx512 table, only when QW_CPU_AVX512VNNI is set),
+ * NEON (the neon table). */
+void kernels_fill_qdot_ref(qw_kernels *k);
+int kernels_fill_qdot_avx2(qw_kernels *k);
+int kernels_fill_qdot_avx512vnni(qw_kernels *k);
+int kernels_fill_qdot_neon(qw_kernels *k);
+
+/* The integer path's fixed final sum of its 8 lanes (kernels.h). */
+static inline float qw_qdot_tree(const float acc[8]) {
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 /* CPU capability bits (cpu.c). A level bit is set only when the CPU has
  * every feature that level's file is compiled with AND the OS saves the
  * register state (XCR0 on x86). */

@@ -25,6 +25,7 @@ typedef struct qw_engine_opts {
     int max_batch;      /* tokens per forward step; 0 = default (512) */
     int need_tokenizer; /* 1: fail if the folder has no tokenizer */
     int quant;          /* qw_dtype to quantize to at load (QW_Q8_0), or -1 */
+    int precision;      /* qw_precision of the forward passes (0 = fast) */
     const qw_sampling *sampling; /* CLI sampling, or NULL for the model's defaults */
 } qw_engine_opts;
 

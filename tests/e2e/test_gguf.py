@@ -228,6 +228,9 @@ def to_gguf_deq(src, dst, typ):
     return q, f
 
 
+EXACT = ["--precision", "exact"]
+
+
 @pytest.mark.parametrize("typ", KQ_TYPES)
 def test_kquant_gguf_equals_dequantized(typ, isa, kq_models, tmp_path):
     """A GGUF whose matrices are of a 4/5/6-bit type gives logits bitwise equal
@@ -240,17 +243,17 @@ def test_kquant_gguf_equals_dequantized(typ, isa, kq_models, tmp_path):
     for name in names:
         q, f = to_gguf_deq(kq_models[name], os.path.join(OUT, f"{name}-{typ}"), typ)
         a, b, c = tmp_path / "q.f32", tmp_path / "f.f32", tmp_path / "k.f32"
-        r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(a), "--threads", THREADS], env=env))
+        r = ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(a), "--threads", THREADS] + EXACT, env=env))
         if typ != "mixed":  # the log names the embedding's type
             assert typ.upper().encode() in r.stderr, r.stderr[-500:]
-        ok(run([QWENC, f, "--tokens", KQ_IDS, "--logits-out", str(b), "--threads", THREADS], env=env))
+        ok(run([QWENC, f, "--tokens", KQ_IDS, "--logits-out", str(b), "--threads", THREADS] + EXACT, env=env))
         assert a.stat().st_size == 12 * 512 * 4
         assert a.read_bytes() == b.read_bytes(), f"{name} {typ} isa={isa}: logits differ from the F32 twin"
         # every matrix is already quantized: --quant q8_0 keeps them all
-        ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(c), "--threads", THREADS, "--quant", "q8_0"],
+        ok(run([QWENC, q, "--tokens", KQ_IDS, "--logits-out", str(c), "--threads", THREADS, "--quant", "q8_0"] + EXACT,
                env=env))
         assert a.read_bytes() == c.read_bytes(), f"{name} {typ} isa={isa}: --quant q8_0 re-quantized a matrix"
-        outs = [ok(run([QWENC, m, KQ_IDS, "12", "--threads", THREADS] + extra, env=env)).stdout
+        outs = [ok(run([QWENC, m, KQ_IDS, "12", "--threads", THREADS] + EXACT + extra, env=env)).stdout
                 for m, extra in ((q, []), (f, []), (q, ["--quant", "q8_0"]))]
         assert outs[0] == outs[1] == outs[2] and len(outs[0].split()) == 12, (name, typ, isa, outs)
 
@@ -268,3 +271,52 @@ def test_kquant_mixture_types():
     assert {"Q4_K", "Q6_K", "Q5_0", "Q8_0"} <= set(kinds), kinds
     # 3 layers: llama.cpp's use_more_bits picks layer 2 only (Q6_K, 320 columns -> Q8_0)
     assert "blk.2.ffn_down.weight" in kinds["Q8_0"] and "blk.0.ffn_down.weight" in kinds["Q5_0"], kinds
+
+
+@pytest.mark.parametrize("typ", ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"])
+def test_fast_precision(typ, kq_models, tmp_path):
+    """The default precision (fast: 8-bit activations, integer dot products)
+    on a GGUF of each block type, at every level this CPU runs: it is used
+    (logits differ from --precision exact), stays close to exact (top-1 of
+    the 12 positions mostly the same, small error relative to the logit
+    range), the same bits with 1 or 2 threads (batch invariance itself is
+    tests/unit/test_quant_model.c's, per level), and QWENC_PRECISION=exact
+    is --precision exact."""
+    import numpy as np
+    src = to_gguf(kq_models["kq256"], os.path.join(OUT, f"kq256-{typ}.gguf"), typ)
+    for isa in ("ref", "avx2", "avx512", "neon"):
+        env = dict(os.environ, QWENC_ISA=isa)
+        env.pop("QWENC_PRECISION", None)
+        fa, fb, ex, ex2 = (tmp_path / n for n in ("fa.f32", "fb.f32", "ex.f32", "ex2.f32"))
+        r = run([QWENC, src, "--tokens", KQ_IDS, "--logits-out", str(fa), "--threads", "1"], env=env)
+        if r.returncode != 0 and (b"not supported" in r.stderr or b"unknown ISA" in r.stderr):
+            continue
+        ok(r)
+        assert b"precision: fast" in r.stderr, r.stderr[-500:]
+        ok(run([QWENC, src, "--tokens", KQ_IDS, "--logits-out", str(fb), "--threads", "2"], env=env))
+        ok(run([QWENC, src, "--tokens", KQ_IDS, "--logits-out", str(ex), "--threads", "2"] + EXACT, env=env))
+        r = ok(run([QWENC, src, "--tokens", KQ_IDS, "--logits-out", str(ex2), "--threads", "2"],
+                   env=dict(env, QWENC_PRECISION="exact")))
+        assert b"precision: exact" in r.stderr, r.stderr[-500:]
+        assert fa.read_bytes() == fb.read_bytes(), f"{typ} {isa}: fast logits depend on the thread count"
+        assert ex.read_bytes() == ex2.read_bytes(), f"{typ} {isa}: QWENC_PRECISION=exact is not --precision exact"
+        assert fa.read_bytes() != ex.read_bytes(), f"{typ} {isa}: the fast path changed nothing"
+        a = np.frombuffer(fa.read_bytes(), dtype="<f4").reshape(12, 512)
+        b = np.frombuffer(ex.read_bytes(), dtype="<f4").reshape(12, 512)
+        agree = int((a.argmax(1) == b.argmax(1)).sum())
+        rel = float(np.abs(a - b).max() / np.abs(b).max())
+        # random weights amplify the 8-bit activation error (measured: top-1
+        # 11-12 of 12, max error 0.1-0.23 of the largest logit); a wrong block
+        # or scale moves logits by their whole range. Real-model figures:
+        # tools/fast_vs_exact.py.
+        assert agree >= 9 and rel < 0.4, f"{typ} {isa}: fast vs exact: top-1 {agree}/12, max rel err {rel:.4f}"
+
+
+def test_precision_flag_errors():
+    m = os.path.join(FIXTURES, "tiny-gqa7-bf16")
+    r = run([QWENC, m, "--tokens", "1 2 3", "--precision", "half"])
+    assert r.returncode == 2 and b"--precision" in r.stderr, r.stderr
+    r = run([QWENC, m, "--tokens", "1 2 3"], env=dict(os.environ, QWENC_PRECISION="fastest"))
+    assert r.returncode == 2 and b"QWENC_PRECISION" in r.stderr, r.stderr
+    r = run([QWENC, "--help"])
+    assert b"--precision fast|exact" in r.stdout + r.stderr

@@ -60,6 +60,21 @@ def _run_threads(fns, timeout=150):
 
 
 def test_8_simultaneous_streams_match_alone(server8):
+    _check_8_match_alone(server8)
+
+
+def test_8_simultaneous_streams_match_alone_fast_q8_0(model_dir):
+    """The same through the default fast precision's integer path (weights
+    quantized to Q8_0 at load, activations to 8 bits): still batch invariant."""
+    s = start_http(model_dir, "--parallel", "8", "--quant", "q8_0")
+    try:
+        assert "precision: fast" in s.stderr_text(), s.log_tail()
+        _check_8_match_alone(s)
+    finally:
+        stop_checked(s)
+
+
+def _check_8_match_alone(server8):
     alone = [stream_chat(server8, p, max_tokens=n, temperature=0)[:2] for p, n in zip(PROMPTS, MAX_TOKENS)]
     assert len({a[0] for a in alone}) > 1, "every prompt gave the same text: the prompt is ignored?"
 

@@ -1,0 +1,102 @@
+/* bench_qdot.c - the integer path (matmul_q) against the float path
+ * (matmul) of the same quantized weights, one thread, per level.
+ *
+ *   build/bench/bench_qdot [-d q5_0|q8_0|q4_0|q4_1|q5_1] [-n TOKENS] [-r REPS] [-i ISA]
+ *
+ * Shapes: Qwen2.5-0.5B's gate (4864 x 896) and down (896 x 4864). Prints the
+ * best of REPS: ms per call, GB/s of weights (the decode figure, n = 1) and
+ * GOP/s (2 * rows * k * n; the prefill figure), plus quantize_qa8's share.
+ * Random weight bytes with sane scales. A tool for kernel work (before /
+ * after in one run on a quiet machine), not a test. Built by
+ * tools/bench_qdot.sh.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static uint64_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+int main(int argc, char **argv) {
+    const char *dn = "q5_0", *isa = NULL;
+    int64_t n = 1;
+    int reps = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "-d")) dn = argv[i + 1];
+        else if (!strcmp(argv[i], "-n")) n = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-i")) isa = argv[i + 1];
+    }
+    qw_dtype dt = QW_Q5_0;
+    for (int t = 0; t < QW_DTYPE_COUNT; t++) {
+        char lower[16];
+        const char *nm = qw_dtype_name((qw_dtype)t);
+        size_t j = 0;
+        for (; nm[j] && j < sizeof lower - 1; j++) lower[j] = (char)(nm[j] >= 'A' && nm[j] <= 'Z' ? nm[j] | 0x20 : nm[j]);
+        lower[j] = 0;
+        if (!strcmp(lower, dn)) dt = (qw_dtype)t;
+    }
+    static const struct {
+        const char *name;
+        int64_t rows, k;
+    } shapes[] = {{"gate", 4864, 896}, {"down", 896, 4864}};
+    const char *const *names = kernels_level_names();
+    for (int li = 0; names[li]; li++) {
+        if (isa && strcmp(isa, names[li])) continue;
+        const qw_kernels *L = kernels_level(names[li]);
+        if (!L || !L->matmul_q[dt]) continue;
+        for (int si = 0; si < 2; si++) {
+            int64_t rows = shapes[si].rows, k = shapes[si].k, rb = qw_dtype_row_bytes(dt, k);
+            int bs = (int)qw_dtype_row_bytes(dt, 32);
+            uint8_t *W = malloc((size_t)(rows * rb));
+            for (int64_t i = 0; i < rows * rb; i++) W[i] = (uint8_t)rnd();
+            for (int64_t b = 0; b < rows * rb; b += bs) {
+                uint16_t h = 0x1c00; /* 2^-8 */
+                memcpy(W + b, &h, 2);
+                if (dt == QW_Q4_1 || dt == QW_Q5_1) memcpy(W + b + 2, &h, 2);
+            }
+            float *X = malloc((size_t)(n * k) * sizeof(float)), *Y = malloc((size_t)(n * rows) * sizeof(float));
+            int64_t rq = qw_qa8_row_bytes(k);
+            uint8_t *XQ = malloc((size_t)(n * rq));
+            for (int64_t i = 0; i < n * k; i++) X[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0) - 0.5f;
+            double best_f = 1e9, best_q = 1e9, best_a = 1e9;
+            for (int r = 0; r < reps; r++) {
+                double t0 = now();
+                L->matmul[dt](Y, rows, X, k, n, W, k, 0, rows);
+                double t1 = now();
+                for (int64_t t = 0; t < n; t++) L->quantize_qa8(XQ + t * rq, X + t * k, k);
+                double t2 = now();
+                L->matmul_q[dt](Y, rows, XQ, rq, n, W, k, 0, rows);
+                double t3 = now();
+                if (t1 - t0 < best_f) best_f = t1 - t0;
+                if (t2 - t1 < best_a) best_a = t2 - t1;
+                if (t3 - t2 < best_q) best_q = t3 - t2;
+            }
+            double bytes = (double)(rows * rb), ops = 2.0 * (double)rows * (double)k * (double)n;
+            printf("%-7s %s %-4s n=%-4lld float %8.3f ms %6.2f GB/s %7.1f GOP/s | int %8.3f ms %6.2f GB/s %7.1f GOP/s"
+                   " (+quantize %.3f ms) | x%.2f\n",
+                   names[li], qw_dtype_name(dt), shapes[si].name, (long long)n, best_f * 1e3, bytes / best_f / 1e9,
+                   ops / best_f / 1e9, best_q * 1e3, bytes / best_q / 1e9, ops / best_q / 1e9, best_a * 1e3,
+                   best_f / (best_q + best_a));
+            free(W);
+            free(X);
+            free(Y);
+            free(XQ);
+        }
+    }
+    return 0;
+}
