@@ -12,6 +12,7 @@
  *    padded activation stride; rows outside o0..o1 are untouched;
  *  - batch invariance: each row of an n-token product is bitwise the
  *    1-token product of that token;
+ *  - where the CPU has AVX512-VNNI, the avx512 level has its own kernels;
  *  - the 8-bit integer sums cannot overflow: blocks with the extreme quants
  *    and scales (the bounds in qdot_kquant_ref.c) against activations of
  *    +-127 give the exact float64 result.
@@ -277,5 +278,12 @@ int main(void) {
                    test_failed_ == before ? "ok" : "FAILED");
         }
     }
+    /* where the CPU has AVX512-VNNI, the avx512 level runs its own vpdpbusd
+     * kernels (checked above like every level), not avx2's */
+    const qw_kernels *a2 = kernels_level("avx2"), *a5 = kernels_level("avx512");
+    if (a2 && a5 && (kernels_cpu_flags() & QW_CPU_AVX512VNNI))
+        for (int ti = 0; ti < N_TYPES; ti++)
+            CHECK(a5->matmul_q[k_types[ti].dt] != a2->matmul_q[k_types[ti].dt],
+                  "avx512 matmul_q %s is the AVX512-VNNI kernel", qw_dtype_name(k_types[ti].dt));
     return test_summary();
 }
