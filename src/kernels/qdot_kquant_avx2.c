@@ -1,11 +1,9 @@
 /* qdot_kquant_avx2.c - the integer path's K-quant kernels (matmul_q of
  * Q4_K, Q5_K, Q6_K with QA8 activations, kernels.h) on AVX2: vpmaddubsw
- * (unsigned weight quants x signed activation quants, pairs in int16), the
- * first two levels of the horizontal sums still in int16, then vpmaddwd
- * with the sub-block scales (int32). The float steps are
+ * (unsigned weight quants x signed activation quants, pairs in int16, at
+ * most 2 * 63 * 127 = 16002: no saturation) and vpmaddwd to int32, then
+ * the horizontal sums and scales of qdot_kquant_x86.h. The float steps are
  * qdot_kquant_ref.c's; shared unpacking and tiling in qdot_kquant_x86.h.
- * No int16 sum can saturate: vpmaddubsw pairs are at most 2 * 63 * 127 =
- * 16002, and sums of 8 products at most 32512 (bounds at scaled_sums).
  *  - Q4_K / Q5_K: the min term mn * s from the QA8 block sums (vpmulld).
  *  - Q6_K: unsigned q (0..63), and the -32 offset as 32 * qx pairs
  *    (vpmaddubsw of 32 with the activations, once per token and
@@ -16,23 +14,16 @@
 #if defined(__x86_64__)
 #include "kernels/qdot_kquant_x86.h"
 
-/* p[j]: sub-block j's 16 int16 vpmaddubsw pair sums (|.| <= 16002; Q6_K's
- * offset ones <= 8128). The two int16 levels add 8 products, within int16
- * for every type: 8 * 15 * 127 (Q4_K), 8 * 31 * 127 = 31496 (Q5_K),
- * 8 * 32 * 127 = 32512 (Q6_K, q - 32). sa, sb: the scale of each int16
- * pair (sub-blocks 0-3, 4-7; lane 0 first halves, lane 1 last halves).
- * Returns sub-block j's scaled sum in lane j. */
-INLINE __m256i scaled_sums(const __m256i *p, __m256i sa, __m256i sb) {
-    __m256i c0 = quad_sum_epi16(pair_sum_epi16(p[0], p[1]), pair_sum_epi16(p[2], p[3]));
-    __m256i c1 = quad_sum_epi16(pair_sum_epi16(p[4], p[5]), pair_sum_epi16(p[6], p[7]));
-    return join_halves(_mm256_madd_epi16(c0, sa), _mm256_madd_epi16(c1, sb));
-}
-
 INLINE __m256i ld32(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 32 unsigned x 32 signed bytes -> 8 int32 sums of 4 products */
+INLINE __m256i dot4(__m256i w, const int8_t *x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, ld32(x)), _mm256_set1_epi16(1));
+}
 
 INLINE __m256 step_q45(__m256 acc, const row_q45 *r, const tok_q45 *x) {
     __m256i p[8];
-    UNROLL for (int j = 0; j < 8; j++) p[j] = _mm256_maddubs_epi16(r->w[j], ld32(x->q + 32 * j));
+    UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(r->w[j], x->q + 32 * j);
     const __m256i isum = scaled_sums(p, r->sa, r->sb), msum = _mm256_mullo_epi32(r->mn, x->s);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(r->d, x->dx), _mm256_cvtepi32_ps(isum), acc);
     return _mm256_fnmadd_ps(_mm256_mul_ps(r->dmin, x->dx), _mm256_cvtepi32_ps(msum), acc);
@@ -52,7 +43,8 @@ INLINE void prep_tok_q6(tok_q6 *t, const uint8_t *row, int64_t k, int64_t B) {
 INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     __m256i p[8];
     UNROLL for (int j = 0; j < 8; j++)
-        p[j] = _mm256_sub_epi16(_mm256_maddubs_epi16(r->w[j], ld32(t->x.q + 32 * j)), t->off[j]);
+        p[j] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(r->w[j], ld32(t->x.q + 32 * j)), t->off[j]),
+                                 _mm256_set1_epi16(1));
     const __m256i isum = scaled_sums(p, r->sa, r->sb);
     return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);
 }

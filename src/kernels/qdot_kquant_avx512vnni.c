@@ -4,58 +4,48 @@
  * per int32), on 256-bit registers (AVX512VL): Zen 4 splits 512-bit
  * operations in two, and a sub-block is 32 bytes. Installed into the avx512
  * table only where cpu.c saw the AVX512-VNNI bit. The float steps are
- * qdot_kquant_ref.c's; shared unpacking and tiling in qdot_kquant_x86.h.
- * The sums are int32 throughout; the scales are applied after the
- * horizontal sums (vpmulld on 8 lanes rather than one multiply per
- * sub-block):
- *  - Q4_K / Q5_K: sc * dot per sub-block, mn * s from the QA8 block sums;
- *  - Q6_K: unsigned q (0..63); the -32 offset is 32 * (sum of qx over each
- *    16-weight half), from vpdpbusd of 32 with the activations once per
- *    token and super-block, subtracted before the halves get their scales.
+ * qdot_kquant_ref.c's; shared unpacking, horizontal sums and tiling in
+ * qdot_kquant_x86.h. Q4_K / Q5_K: the min term mn * s from the QA8 block
+ * sums. Q6_K: unsigned q (0..63); each sub-block's vpdpbusd starts from
+ * -32 * qx (summed 4 at a time, once per token and super-block), so it
+ * gives the sums of (q - 32) * qx that the packs in scaled_sums need.
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
 #include "kernels/qdot_kquant_x86.h"
 
-INLINE __m256i dot4(__m256i w, const int8_t *x) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, _mm256_loadu_si256((const __m256i *)x));
-}
-/* p[0..3]: 8 int32 sums of sub-blocks j0 .. j0 + 3 -> per 128-bit lane
- * (first / last 16 weights) sub-block j0 + i in dword i. */
-INLINE __m256i quad_halves(const __m256i *p) {
-    return quad_sum_epi32(pair_sum_epi32(p[0], p[1]), pair_sum_epi32(p[2], p[3]));
+/* 32 unsigned x 32 signed bytes -> 8 int32 sums of 4 products, added to acc */
+INLINE __m256i dot4(__m256i acc, __m256i w, const int8_t *x) {
+    return _mm256_dpbusd_epi32(acc, w, _mm256_loadu_si256((const __m256i *)x));
 }
 
 INLINE __m256 step_q45(__m256 acc, const row_q45 *r, const tok_q45 *x) {
     __m256i p[8];
-    UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(r->w[j], x->q + 32 * j);
-    const __m256i dot = join_halves(quad_halves(p), quad_halves(p + 4));
-    const __m256i isum = _mm256_mullo_epi32(dot, r->sc), msum = _mm256_mullo_epi32(r->mn, x->s);
+    UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(_mm256_setzero_si256(), r->w[j], x->q + 32 * j);
+    const __m256i isum = scaled_sums(p, r->sa, r->sb), msum = _mm256_mullo_epi32(r->mn, x->s);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(r->d, x->dx), _mm256_cvtepi32_ps(isum), acc);
     return _mm256_fnmadd_ps(_mm256_mul_ps(r->dmin, x->dx), _mm256_cvtepi32_ps(msum), acc);
 }
 
 typedef struct {
     tok_q45 x;
-    __m256i off_a, off_b; /* 32 * half sums of qx, as quad_halves leaves them */
+    __m256i off[8]; /* -32 * qx, summed 4 at a time: the start of each sub-block's vpdpbusd */
 } tok_q6;
 
 INLINE void prep_tok_q6(tok_q6 *t, const uint8_t *row, int64_t k, int64_t B) {
     prep_tok_q45(&t->x, row, k, B);
     const __m256i k32 = _mm256_set1_epi8(32);
-    __m256i p[8];
-    UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(k32, t->x.q + 32 * j);
-    t->off_a = quad_halves(p);
-    t->off_b = quad_halves(p + 4);
+    UNROLL for (int j = 0; j < 8; j++)
+        t->off[j] = _mm256_sub_epi32(_mm256_setzero_si256(), dot4(_mm256_setzero_si256(), k32, t->x.q + 32 * j));
 }
 
+/* vpdpbusd from -32 * qx: the sums of (q - 32) * qx at no extra cost. */
 INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     __m256i p[8];
-    UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(r->w[j], t->x.q + 32 * j);
-    const __m256i a = _mm256_mullo_epi32(_mm256_sub_epi32(quad_halves(p), t->off_a), r->ca);
-    const __m256i b = _mm256_mullo_epi32(_mm256_sub_epi32(quad_halves(p + 4), t->off_b), r->cb);
-    return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(join_halves(a, b)), acc);
+    UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(t->off[j], r->w[j], t->x.q + 32 * j);
+    const __m256i isum = scaled_sums(p, r->sa, r->sb);
+    return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);
 }
 
 KQ_KERNEL(matmul_q_q4_k, avx512vnni, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, 144)

@@ -42,39 +42,28 @@ INLINE float lanes_sum(__m256 a) {
     return _mm_cvtss_f32(_mm_add_ss(g, _mm_movehdup_ps(g)));
 }
 
-/* The horizontal sums: 8 vectors, one per sub-block, to one vector with
- * sub-block j's sum in lane j. vphaddd is 3 uops and holds a shuffle port
- * for 2 cycles (Zen 3/4), so each level here is two blends (any vector
- * port), one in-lane shuffle and one add. Sums of a sub-block's first 16
- * weights stay in 128-bit lane 0, of its last 16 in lane 1, until join.
- * pair_sum*: a's sums in the even, b's in the odd dword positions. */
-INLINE __m256i pair_sum_epi16(__m256i a, __m256i b) {
-    __m256i t0 = _mm256_blend_epi32(a, b, 0xaa);
-    __m256i t1 = _mm256_shuffle_epi32(_mm256_blend_epi32(b, a, 0xaa), _MM_SHUFFLE(2, 3, 0, 1));
-    return _mm256_add_epi16(t0, t1);
+/* The horizontal sums. p[j]: 8 int32 sums of 4 products each of
+ * sub-block j (lanes 0-3 from its first 16 weights, 4-7 from its last 16).
+ * Returns sub-block j's sum times its scale(s) in lane j. Each level packs
+ * two vectors into one (vpackssdw, one shuffle uop) and adds neighbours
+ * (vpmaddwd), where vphaddd would take 3 uops and 2 cycles of a shuffle
+ * port (Zen 3/4). The packs never saturate: sums of 4 products are at most
+ * 4 * 63 * 127 = 32004 (Q6_K's unsigned q) and of 8 at most
+ * 8 * 32 * 127 = 32512 (Q6_K's q - 32; Q5_K 31496, Q4_K 15240), so callers
+ * with unsigned Q6_K quants take the offset off before. The last level
+ * multiplies by sa, sb: the scale of each int16 pair, sub-blocks 0-3 and
+ * 4-7 in dword order, 128-bit lane 0 for first halves, lane 1 for last. */
+INLINE __m256i scaled_sums(const __m256i *p, __m256i sa, __m256i sb) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i v[4];
+    UNROLL for (int i = 0; i < 4; i++) /* per 128-bit lane: dwords {2i, 2i, 2i+1, 2i+1} */
+        v[i] = _mm256_madd_epi16(_mm256_packs_epi32(p[2 * i], p[2 * i + 1]), ones);
+    __m256i c0 = _mm256_madd_epi16(_mm256_packs_epi32(v[0], v[1]), sa); /* dwords {0, 1, 2, 3} */
+    __m256i c1 = _mm256_madd_epi16(_mm256_packs_epi32(v[2], v[3]), sb); /* dwords {4, 5, 6, 7} */
+    /* {c0.lo + c0.hi, c1.lo + c1.hi}: the two 16-weight halves joined */
+    return _mm256_add_epi32(_mm256_blend_epi32(c0, c1, 0xf0), _mm256_permute2x128_si256(c0, c1, 0x21));
 }
-/* a, b as pair_sum leaves them (sub-blocks j, j+1 and j+2, j+3): sub-block
- * j + i in dword position i of each 128-bit lane. */
-INLINE __m256i quad_sum_epi16(__m256i a, __m256i b) {
-    __m256i t0 = _mm256_blend_epi32(a, b, 0xcc);
-    __m256i t1 = _mm256_shuffle_epi32(_mm256_blend_epi32(b, a, 0xcc), _MM_SHUFFLE(1, 0, 3, 2));
-    return _mm256_add_epi16(t0, t1);
-}
-/* The same two levels on int32 sums. */
-INLINE __m256i pair_sum_epi32(__m256i a, __m256i b) {
-    __m256i t0 = _mm256_blend_epi32(a, b, 0xaa);
-    __m256i t1 = _mm256_shuffle_epi32(_mm256_blend_epi32(b, a, 0xaa), _MM_SHUFFLE(2, 3, 0, 1));
-    return _mm256_add_epi32(t0, t1);
-}
-INLINE __m256i quad_sum_epi32(__m256i a, __m256i b) {
-    __m256i t0 = _mm256_blend_epi32(a, b, 0xcc);
-    __m256i t1 = _mm256_shuffle_epi32(_mm256_blend_epi32(b, a, 0xcc), _MM_SHUFFLE(1, 0, 3, 2));
-    return _mm256_add_epi32(t0, t1);
-}
-/* {a.lo + a.hi, b.lo + b.hi}: the two 16-weight halves joined. */
-INLINE __m256i join_halves(__m256i a, __m256i b) {
-    return _mm256_add_epi32(_mm256_blend_epi32(a, b, 0xf0), _mm256_permute2x128_si256(a, b, 0x21));
-}
+
 /* One QA8 row's super-block B: quants, 8 scales, 8 sums. */
 typedef struct {
     const int8_t *q;
@@ -94,8 +83,8 @@ INLINE void prep_tok_q45(tok_q45 *x, const uint8_t *row, int64_t k, int64_t B) {
  * bytes; sc, mn the 6-bit scales and mins as int32 lanes; d, dmin. */
 typedef struct {
     __m256i w[8];
-    __m256i sa, sb; /* scales as int16 pairs, in the order of quad_sum's lanes (AVX2) */
-    __m256i sc, mn; /* scales and mins as int32, lane j = sub-block j */
+    __m256i sa, sb; /* scales as int16 pairs as scaled_sums wants them */
+    __m256i mn;     /* mins as int32, lane j = sub-block j */
     __m256 d, dmin;
 } row_q45;
 
@@ -113,7 +102,6 @@ INLINE void scales_q45(const uint8_t *s, row_q45 *r) {
     __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scv));
     r->sa = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(sc16, sc16));
     r->sb = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(sc16, sc16));
-    r->sc = _mm256_cvtepu16_epi32(sc16);
     r->mn = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mnv));
 }
 
@@ -143,8 +131,7 @@ INLINE void prep_row_q45(row_q45 *r, const uint8_t *b, int five) {
 
 typedef struct {
     __m256i w[8];   /* quants 0..63 */
-    __m256i sa, sb; /* scales as int16 pairs in quad_sum's order (AVX2) */
-    __m256i ca, cb; /* the same as int32, one per quad_sum lane */
+    __m256i sa, sb; /* scales as int16 pairs as scaled_sums wants them */
     __m256 d;
 } row_q6;
 
@@ -168,9 +155,6 @@ INLINE void prep_row_q6(row_q6 *r, const uint8_t *b) {
     r->sa = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s, _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 1, 1, 3, 3, 5, 5, 7, 7)));
     r->sb = _mm256_cvtepi8_epi16(
         _mm_shuffle_epi8(s, _mm_setr_epi8(8, 8, 10, 10, 12, 12, 14, 14, 9, 9, 11, 11, 13, 13, 15, 15)));
-    const __m128i e = _mm_shuffle_epi8(s, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
-    r->ca = _mm256_cvtepi8_epi32(e);
-    r->cb = _mm256_cvtepi8_epi32(_mm_srli_si128(e, 8));
     r->d = _mm256_set1_ps(f16_at(b + 208));
 }
 
@@ -198,16 +182,16 @@ INLINE void prep_row_q5(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 1); }
         UNROLL for (int r = 0; r < R; r++)                                                                                 \
             UNROLL for (int u = 0; u < T; u++) acc[r][u] = _mm256_setzero_ps();                                            \
         for (int64_t B = 0; B < nsb; B++) {                                                                         \
-            ROW_T rw[TILE_ROWS];                                                                                    \
             TOK_T tk[TILE_TOKENS];                                                                                  \
+            UNROLL for (int u = 0; u < T; u++) PREP_TOK(&tk[u], XQ + (t + u) * ldxq, k, B);                         \
+            /* one row's unpacked weights live at a time: no spills */                                              \
             UNROLL for (int r = 0; r < R; r++) {                                                                    \
                 const uint8_t *wb = W + (o + r) * rb + B * (BYTES);                                                 \
+                ROW_T rw;                                                                                           \
                 prefetch_ahead(wb + PREFETCH_AHEAD * (BYTES), BYTES);                                               \
-                PREP_ROW(&rw[r], wb);                                                                               \
+                PREP_ROW(&rw, wb);                                                                                  \
+                UNROLL for (int u = 0; u < T; u++) acc[r][u] = STEP(acc[r][u], &rw, &tk[u]);                        \
             }                                                                                                       \
-            UNROLL for (int u = 0; u < T; u++) PREP_TOK(&tk[u], XQ + (t + u) * ldxq, k, B);                                \
-            UNROLL for (int r = 0; r < R; r++)                                                                             \
-                UNROLL for (int u = 0; u < T; u++) acc[r][u] = STEP(acc[r][u], &rw[r], &tk[u]);                            \
         }                                                                                                           \
         UNROLL for (int r = 0; r < R; r++)                                                                                 \
             UNROLL for (int u = 0; u < T; u++) Y[(t + u) * ldy + o + r] = lanes_sum(acc[r][u]);                            \
