@@ -7,7 +7,7 @@
  *    activations (dx * qx), and within a loose bound (plus the activation
  *    rounding, dx / 2 per element) of the dot with the float activations;
  *  - every level's matmul_q equals the reference bit for bit for
- *    n in {1, 2, 3, 5, 8, 9, 17, 64}, 19 rows (no multiple of 4 or 8),
+ *    n in {1, 2, 3, 5, 7, 8, 9, 17, 39, 64}, 19 rows (no multiple of 4 or 8),
  *    k in {256, 768, 4864}, o0..o1 sub-ranges, an odd weight address and a
  *    padded activation stride; rows outside o0..o1 are untouched;
  *  - batch invariance: each row of an n-token product is bitwise the
@@ -177,7 +177,7 @@ static void check_ref_accuracy(const qw_kernels *ref, int ti, int64_t k, int ext
 static void check_level(const qw_kernels *L, const qw_kernels *ref, int ti, int64_t k) {
     const qw_dtype dt = k_types[ti].dt;
     const char *tn = qw_dtype_name(dt);
-    static const int64_t ns[] = {1, 2, 3, 5, 8, 9, 17, 64};
+    static const int64_t ns[] = {1, 2, 3, 5, 7, 8, 9, 17, 39, 64};
     const int64_t rows = 19, nmax = 64, ldy = rows + 3, nblk = k / 256, rb = qw_dtype_row_bytes(dt, k);
     const int64_t xb = qw_qa8_row_bytes(k) + 8; /* a padded stride: the kernels must use ldxq */
     uint8_t *raw = malloc((size_t)(rows * rb + 1)), *W = raw + 1; /* odd address, as in a mapped file */
