@@ -175,45 +175,45 @@ INLINE void prep_row_q5(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 1); }
  * KQ_KERNEL(name, isa, row type, row prep, token type, token prep, step,
  * bytes): an R-row x T-token tile over the whole row (R, T constants after
  * inlining), and name_isa, the matmul_q entry. */
-#define KQ_KERNEL(NAME, ISA, ROW_T, PREP_ROW, TOK_T, PREP_TOK, STEP, BYTES)                                             \
-    INLINE void NAME##_tile(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,        \
-                            int64_t o, int64_t t, const int R, const int T) {                                           \
-        const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * (BYTES);                                                        \
-        __m256 acc[TILE_ROWS][TILE_TOKENS];                                                                             \
-        UNROLL for (int r = 0; r < R; r++)                                                                              \
-            UNROLL for (int u = 0; u < T; u++) acc[r][u] = _mm256_setzero_ps();                                         \
-        for (int64_t B = 0; B < nsb; B++) {                                                                             \
-            TOK_T tk[TILE_TOKENS];                                                                                      \
-            UNROLL for (int u = 0; u < T; u++) PREP_TOK(&tk[u], XQ + (t + u) * ldxq, k, B);                             \
-            /* one row's unpacked weights live at a time: no spills */                                                  \
-            UNROLL for (int r = 0; r < R; r++) {                                                                        \
-                const uint8_t *wb = W + (o + r) * rb + B * (BYTES);                                                     \
-                ROW_T rw;                                                                                               \
-                prefetch_ahead(wb + 2 * R * rb, BYTES);                                                                 \
-                PREP_ROW(&rw, wb);                                                                                      \
-                UNROLL for (int u = 0; u < T; u++) acc[r][u] = STEP(acc[r][u], &rw, &tk[u]);                            \
-            }                                                                                                           \
-        }                                                                                                               \
-        UNROLL for (int r = 0; r < R; r++)                                                                              \
-            UNROLL for (int u = 0; u < T; u++) Y[(t + u) * ldy + o + r] = lanes_sum(acc[r][u]);                         \
-    }                                                                                                                   \
-    INLINE void NAME##_rows(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,        \
-                            int64_t o, int64_t t0, int64_t t1, const int R) {                                           \
-        int64_t t = t0;                                                                                                 \
-        for (; t + TILE_TOKENS <= t1; t += TILE_TOKENS) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, TILE_TOKENS);      \
-        /* the rest as 4 + 2 + 1: few tile shapes, each token's result the same in any */                               \
-        if (t1 - t >= 4) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 4), t += 4;                                       \
-        if (t1 - t >= 2) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 2), t += 2;                                       \
-        if (t1 - t >= 1) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 1);                                               \
-    }                                                                                                                   \
-    static void NAME##_##ISA(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,             \
-                            int64_t k, int64_t o0, int64_t o1) {                                                        \
-        for (int64_t t0 = 0; t0 < n; t0 += TOKEN_BLOCK) {                                                               \
-            const int64_t t1 = t0 + TOKEN_BLOCK < n ? t0 + TOKEN_BLOCK : n;                                             \
-            int64_t o = o0;                                                                                             \
-            for (; o + TILE_ROWS <= o1; o += TILE_ROWS) NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, TILE_ROWS);      \
-            for (; o < o1; o++) NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, 1);                                      \
-        }                                                                                                               \
+#define KQ_KERNEL(NAME, ISA, ROW_T, PREP_ROW, TOK_T, PREP_TOK, STEP, BYTES)                                            \
+    INLINE void NAME##_tile(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,       \
+                            int64_t o, int64_t t, const int R, const int T) {                                          \
+        const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * (BYTES);                                                       \
+        __m256 acc[TILE_ROWS][TILE_TOKENS];                                                                            \
+        UNROLL for (int r = 0; r < R; r++)                                                                             \
+            UNROLL for (int u = 0; u < T; u++) acc[r][u] = _mm256_setzero_ps();                                        \
+        for (int64_t B = 0; B < nsb; B++) {                                                                            \
+            TOK_T tk[TILE_TOKENS];                                                                                     \
+            UNROLL for (int u = 0; u < T; u++) PREP_TOK(&tk[u], XQ + (t + u) * ldxq, k, B);                            \
+            /* one row's unpacked weights live at a time: no spills */                                                 \
+            UNROLL for (int r = 0; r < R; r++) {                                                                       \
+                const uint8_t *wb = W + (o + r) * rb + B * (BYTES);                                                    \
+                ROW_T rw;                                                                                              \
+                prefetch_ahead(wb + 2 * R * rb, BYTES);                                                                \
+                PREP_ROW(&rw, wb);                                                                                     \
+                UNROLL for (int u = 0; u < T; u++) acc[r][u] = STEP(acc[r][u], &rw, &tk[u]);                           \
+            }                                                                                                          \
+        }                                                                                                              \
+        UNROLL for (int r = 0; r < R; r++)                                                                             \
+            UNROLL for (int u = 0; u < T; u++) Y[(t + u) * ldy + o + r] = lanes_sum(acc[r][u]);                        \
+    }                                                                                                                  \
+    INLINE void NAME##_rows(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,       \
+                            int64_t o, int64_t t0, int64_t t1, const int R) {                                          \
+        int64_t t = t0;                                                                                                \
+        for (; t + TILE_TOKENS <= t1; t += TILE_TOKENS) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, TILE_TOKENS);     \
+        /* the rest as 4 + 2 + 1: few tile shapes, each token's result the same in any */                              \
+        if (t1 - t >= 4) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 4), t += 4;                                      \
+        if (t1 - t >= 2) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 2), t += 2;                                      \
+        if (t1 - t >= 1) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 1);                                              \
+    }                                                                                                                  \
+    static void NAME##_##ISA(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,            \
+                            int64_t k, int64_t o0, int64_t o1) {                                                       \
+        for (int64_t t0 = 0; t0 < n; t0 += TOKEN_BLOCK) {                                                              \
+            const int64_t t1 = t0 + TOKEN_BLOCK < n ? t0 + TOKEN_BLOCK : n;                                            \
+            int64_t o = o0;                                                                                            \
+            for (; o + TILE_ROWS <= o1; o += TILE_ROWS) NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, TILE_ROWS);     \
+            for (; o < o1; o++) NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, 1);                                     \
+        }                                                                                                              \
     }
 
 #endif
