@@ -81,7 +81,7 @@ INLINE void prep_tok_q45(tok_q45 *x, const uint8_t *row, int64_t k, int64_t B) {
 /* ---- Q4_K, Q5_K ---- */
 
 /* A weight super-block, unpacked: w[j] the 32 quants of sub-block j as
- * bytes; sc, mn the 6-bit scales and mins as int32 lanes; d, dmin. */
+ * bytes; the 6-bit scales and mins; d, dmin broadcast. */
 typedef struct {
     __m256i w[8];
     __m256i sa, sb; /* scales as int16 pairs as scaled_sums wants them */
