@@ -11,10 +11,12 @@
  * row's super-block unpacked once per tile, into registers, and used for
  * all its tokens (8 rather than 4: llvm-mca, znver3, 10% fewer cycles per
  * Q6_K super-block); tokens in blocks of 32 so their activations stay in L2
- * while the row tiles stream by. n = 1 (decode) is the 4-row x 1-token
- * tile: each weight byte is read once, prefetched two tiles ahead. Every
- * (row, token) result goes through the same float steps in every tile
- * shape, so the output is batch invariant.
+ * while the row tiles stream by. Decode (n <= 8) runs 1-row x n-token
+ * tiles: each weight byte is read once, in order, prefetched two rows
+ * ahead (one thread, Q4_K from DRAM, busy machine: 14 GB/s, against 8-9
+ * with 4-row tiles, whose 4 interleaved streams the prefetchers serve
+ * worse). Every (row, token) result goes through the same float steps in
+ * every tile shape, so the output is batch invariant.
  */
 #ifndef QW_QDOT_KQUANT_X86_H
 #define QW_QDOT_KQUANT_X86_H
@@ -159,11 +161,10 @@ INLINE void prep_row_q6(row_q6 *r, const uint8_t *b) {
     r->d = _mm256_set1_ps(f16_at(b + 208));
 }
 
-/* Decode streams each weight byte once: prefetch the same super-block of
- * the rows two tiles ahead (one thread, DRAM-resident Q4_K: 7.2 GB/s with
- * the hardware prefetcher and a 4-super-block software prefetch, 8-9 GB/s
- * this way; busy machine). Past the matrix's end the lines are never used:
- * harmless, a prefetch does not fault. */
+/* Weights stream once per tile: prefetch the same super-block of the rows
+ * two tiles ahead (without it, one thread decoding Q4_K from DRAM: 6 GB/s
+ * instead of 14; busy machine). Past the matrix's end the lines are never
+ * used: harmless, a prefetch does not fault. */
 INLINE void prefetch_ahead(const uint8_t *p, int bytes) {
     UNROLL for (int i = 0; i < bytes; i += 64) _mm_prefetch((const char *)p + i, _MM_HINT_T0);
 }
@@ -211,7 +212,10 @@ INLINE void prep_row_q5(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 1); }
         for (int64_t t0 = 0; t0 < n; t0 += TOKEN_BLOCK) {                                                              \
             const int64_t t1 = t0 + TOKEN_BLOCK < n ? t0 + TOKEN_BLOCK : n;                                            \
             int64_t o = o0;                                                                                            \
-            for (; o + TILE_ROWS <= o1; o += TILE_ROWS) NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, TILE_ROWS);     \
+            /* decode (n <= 8): one row at a time, the weights stream as one sequential run */                         \
+            if (n > TILE_TOKENS)                                                                                       \
+                for (; o + TILE_ROWS <= o1; o += TILE_ROWS)                                                            \
+                    NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, TILE_ROWS);                                         \
             for (; o < o1; o++) NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, 1);                                     \
         }                                                                                                              \
     }
