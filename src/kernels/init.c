@@ -48,20 +48,24 @@ static void build(void) {
     kernels_fill_ref(&g_tab[LV_REF]);
     kernels_fill_attn_ref(&g_tab[LV_REF]);
     kernels_fill_qdot_ref(&g_tab[LV_REF]);
+    kernels_fill_qdot_kquant_ref(&g_tab[LV_REF]);
     g_tab[LV_REF].name = "ref";
 
     g_tab[LV_AVX2] = g_tab[LV_REF];
     if (g_compiled[LV_AVX2] && cpu_has(LV_AVX2))
         g_compiled[LV_AVX2] = kernels_fill_avx2(&g_tab[LV_AVX2]) && kernels_fill_attn_avx2(&g_tab[LV_AVX2]) &&
-                              kernels_fill_qdot_avx2(&g_tab[LV_AVX2]);
+                              kernels_fill_qdot_avx2(&g_tab[LV_AVX2]) &&
+                              kernels_fill_qdot_kquant_avx2(&g_tab[LV_AVX2]);
     g_tab[LV_AVX2].name = "avx2";
 
     g_tab[LV_AVX512] = g_tab[LV_AVX2];
     if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512))
         g_compiled[LV_AVX512] = kernels_fill_avx512(&g_tab[LV_AVX512]);
     /* vpdpbusd kernels only where the CPU has AVX512-VNNI (its own bit). */
-    if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512) && (kernels_cpu_flags() & QW_CPU_AVX512VNNI))
+    if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512) && (kernels_cpu_flags() & QW_CPU_AVX512VNNI)) {
         kernels_fill_qdot_avx512vnni(&g_tab[LV_AVX512]);
+        kernels_fill_qdot_kquant_avx512vnni(&g_tab[LV_AVX512]);
+    }
     g_tab[LV_AVX512].name = "avx512";
 
     g_tab[LV_NEON] = g_tab[LV_REF];

@@ -75,6 +75,16 @@ static inline float qw_qdot_tree(const float acc[8]) {
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
+/* The integer path's K-quant kernels (matmul_q of Q4_K, Q5_K, Q6_K), in
+ * qdot_kquant_ref.c / _avx2.c / _avx512vnni.c. The ref fill sets every
+ * entry; the SIMD fills return 1 if compiled in (x86-64), 0 if not (k
+ * untouched). Call _avx2 only when the CPU runs the avx2 level, _avx512vnni
+ * only on the avx512 table and when kernels_cpu_flags() has
+ * QW_CPU_AVX512VNNI. */
+void kernels_fill_qdot_kquant_ref(qw_kernels *k);
+int kernels_fill_qdot_kquant_avx2(qw_kernels *k);
+int kernels_fill_qdot_kquant_avx512vnni(qw_kernels *k);
+
 /* CPU capability bits (cpu.c). A level bit is set only when the CPU has
  * every feature that level's file is compiled with AND the OS saves the
  * register state (XCR0 on x86). */
