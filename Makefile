@@ -7,7 +7,7 @@
 # Kernel files named *_avx2.c / *_avx512.c get only their own ISA flags (never
 # -march=native on shared code: the binary picks its kernels at run time).
 #
-# Targets: all (./qwenc), test, test-real, asan, bench, clean, format.
+# Targets: all (./qwenc), test, test-real, asan, tsan, bench, clean, format.
 
 CC       ?= cc
 PKG      ?= pkg-config
@@ -46,7 +46,7 @@ DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-c test-e2e test-real asan bench clean format fixtures
+.PHONY: all test test-c test-e2e test-real asan tsan bench clean format fixtures
 all: qwenc
 
 # cp + mv: replacing a running ./qwenc in place fails with "Text file busy".
@@ -111,6 +111,19 @@ asan:
 	  build-asan/qwenc $(TEST_SRC:tests/%.c=build-asan/tests/%)
 	@BUILD=build-asan QWENC_SKIP_E2E=1 tests/run.sh
 
+# The tests of the threaded code (scheduler, thread pool) under
+# ThreadSanitizer: any data race fails them. TSAN_TESTS may name others.
+TSAN_TESTS ?= unit/test_sched unit/test_pool
+tsan:
+	$(MAKE) BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread -fno-omit-frame-pointer" \
+	  $(TSAN_TESTS:%=build-tsan/tests/%)
+	@for t in $(TSAN_TESTS); do \
+	  log=build-tsan/test-logs/$$(echo $$t | tr / _).log; mkdir -p build-tsan/test-logs; \
+	  TSAN_OPTIONS="halt_on_error=1 exitcode=66 $$TSAN_OPTIONS" build-tsan/tests/$$t >$$log 2>&1 || \
+	    { echo "FAIL  tsan $$t (log: $$log)"; tail -n 30 $$log; exit 1; }; \
+	  echo "ok    tsan $$t: $$(tail -n 1 $$log)"; \
+	done
+
 bench: qwenc
 	tools/bench.sh
 
@@ -121,6 +134,6 @@ format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(wildcard src/*/*.h) $(TEST_SRC)
 
 clean:
-	rm -rf build build-asan build-arm64 qwenc
+	rm -rf build build-asan build-tsan build-arm64 qwenc
 
 -include $(DEPS)

@@ -30,15 +30,19 @@
 #   --ignore-eos        always generate max_tokens (the seed's exact output
 #                       lengths; the default on random weights, which never
 #                       stop sensibly)
-#   --compare-llamacpp  run the same prompts (same token counts, same weights
-#                       as GGUF) through llama.cpp via llama-cpp-python and
-#                       print both side by side. Python: $PYTHON, else
-#                       .venv/bin/python, else python3 (tools/venv.sh --bench
-#                       installs llama-cpp-python). GGUF: --gguf FILE, else
-#                       made with tools/to_gguf.py into build/bench/.
+#   --compare-llamacpp  measure the same token counts on the same weights with
+#                       llama.cpp's own llama-bench (-p IN -n OUT per prompt:
+#                       prefill of IN tokens, OUT tokens decoded from an empty
+#                       context) and print both side by side. llama-bench:
+#                       $LLAMA_BIN, else tools/llama-tools.sh (built once from
+#                       the llama-cpp-python sdist's llama.cpp; skipped with a
+#                       message when it cannot be had). GGUF: --gguf FILE, else
+#                       MODEL itself when it is a .gguf file, else made with
+#                       tools/to_gguf.py into build/bench/ (Python with gguf:
+#                       $PYTHON, else .venv/bin/python, else python3).
 #
-# Needs python3 (standard library only, except llama-cpp-python for the
-# comparison). Exit status 0 when every request succeeded.
+# Needs python3 (standard library only, except gguf for a conversion). Exit
+# status 0 when every request succeeded.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -124,15 +128,20 @@ if [ -z "$URL" ]; then
 fi
 
 PYBENCH=
+LLAMA_BENCH=
 if [ $LLAMA = 1 ]; then
   if [ -n "${PYTHON:-}" ]; then PYBENCH=$PYTHON
   elif [ -x .venv/bin/python ]; then PYBENCH=.venv/bin/python
   else PYBENCH=$PY3; fi
-  if ! "$PYBENCH" -c 'import llama_cpp' 2>/dev/null; then
-    echo "benchmark.sh: --compare-llamacpp needs llama-cpp-python in $PYBENCH (tools/venv.sh --bench installs it; or set PYTHON=...)" >&2
-    exit 1
+  if bin=$(tools/llama-tools.sh --need llama-bench); then
+    LLAMA_BENCH=$bin/llama-bench
+  else
+    echo "benchmark.sh: llama.cpp's llama-bench is not available (see above): no comparison" >&2
+    LLAMA=0
   fi
-  case $MODEL in *.gguf) [ -z "$GGUF" ] && [ -f "$MODEL" ] && GGUF=$MODEL ;; esac
+fi
+if [ $LLAMA = 1 ]; then
+  if [ -z "$GGUF" ] && [ -f "$MODEL" ] && [ "${MODEL%.gguf}" != "$MODEL" ]; then GGUF=$MODEL; fi
   if [ -z "$GGUF" ]; then
     [ -n "$MODEL" ] || { echo "benchmark.sh: --compare-llamacpp with --url needs --gguf FILE" >&2; exit 1; }
     mdir=$MODEL
@@ -148,7 +157,7 @@ if [ $LLAMA = 1 ]; then
 fi
 
 export BENCH_URL=$URL BENCH_MODEL=$MODEL BENCH_RUNS=$RUNS BENCH_IGNORE_EOS=$IGNORE_EOS BENCH_COLD=$COLD
-export BENCH_OUT=$OUT BENCH_THREADS=$THREADS BENCH_LLAMA=$LLAMA BENCH_GGUF=$GGUF BENCH_PYLLAMA=$PYBENCH
+export BENCH_OUT=$OUT BENCH_THREADS=$THREADS BENCH_LLAMA=$LLAMA BENCH_GGUF=$GGUF BENCH_LLAMA_BENCH=$LLAMA_BENCH
 export BENCH_ROOT=$ROOT
 
 "$PY3" - <<'PYEOF'
@@ -288,62 +297,41 @@ if RUNS > 0:
 llama = None
 if os.environ["BENCH_LLAMA"] == "1":
     gguf = os.environ["BENCH_GGUF"]
-    print(f"\nllama.cpp (llama-cpp-python) on {gguf}: the same prompts and lengths ...", flush=True)
-    spec = json.dumps({"gguf": gguf, "threads": int(THREADS) if THREADS else 0,
-                       "prompts": [[n, chatml(p), r["output"]] for (n, p, _), r in zip(PROMPTS, rows)]})
-    code = r'''
-import json, sys, time, os
-import numpy as np
-from llama_cpp import Llama
-spec = json.loads(sys.stdin.read())
-th = spec["threads"] or max(1, (os.cpu_count() or 2))
-llm = Llama(model_path=spec["gguf"], n_ctx=1024, n_threads=th, n_threads_batch=th, n_batch=512,
-            logits_all=False, verbose=False)
-eos = llm.token_eos()
-def run(text, n_out):
-    llm.reset()
-    toks = llm.tokenize(text.encode(), add_bos=False, special=True)
-    t0 = time.perf_counter()
-    llm.eval(toks)
-    t1 = time.perf_counter()
-    got = 0
-    for _ in range(n_out):
-        logits = llm.scores[llm.n_tokens - 1]  # a view: no copy per step
-        logits[eos] = -np.inf                    # as ignore_eos: same lengths as qwenc
-        tok = int(np.argmax(logits))
-        got += 1
-        if got == n_out:
-            break
-        llm.eval([tok])
-    t2 = time.perf_counter()
-    return {"input": len(toks), "output": got, "prefill_tps": len(toks) / (t1 - t0),
-            "decode_tps": (got - 1) / (t2 - t1) if got > 1 and t2 > t1 else 0.0,
-            "latency_ms": (t2 - t0) * 1000}
-run(spec["prompts"][0][1], 2)  # warm-up
-out = []
-for name, text, n in spec["prompts"]:
-    r = run(text, max(1, n)); r["name"] = name; out.append(r)
-print(json.dumps(out))
-'''
-    p = subprocess.run([os.environ["BENCH_PYLLAMA"], "-c", code], input=spec.encode(), capture_output=True,
-                       timeout=3600)
-    if p.returncode != 0:
-        print(f"llama.cpp run failed: {p.stderr.decode(errors='replace')[-1500:]}")
+    th = THREADS or str(os.cpu_count() or 2)
+    ins = sorted({r["input"] for r in rows})
+    outs = sorted({r["output"] for r in rows if r["output"] > 0})
+    cmd = [os.environ["BENCH_LLAMA_BENCH"], "-m", gguf, "-t", th, "-r", "1", "-o", "json",
+           "-p", ",".join(map(str, ins)), "-n", ",".join(map(str, outs))]
+    print(f"\nllama.cpp (llama-bench, {th} threads) on {gguf}: the same token counts ...", flush=True)
+    env = dict(os.environ)
+    omp = os.environ.get("BENCH_LLAMA_OMP", "passive")  # as make bench: see tools/bench_run.py
+    if omp:
+        env["OMP_WAIT_POLICY"] = omp
+    p = subprocess.run(cmd, capture_output=True, timeout=3600, env=env)
+    try:
+        recs = json.loads(p.stdout.decode())
+    except ValueError:
+        recs = None
+    if p.returncode != 0 or not isinstance(recs, list):
+        print(f"llama-bench failed (exit {p.returncode}): {p.stderr.decode(errors='replace')[-1500:]}")
     else:
-        llama = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        pp = {r["n_prompt"]: r["avg_ts"] for r in recs if r.get("n_prompt") and not r.get("n_gen")}
+        tg = {r["n_gen"]: r["avg_ts"] for r in recs if r.get("n_gen") and not r.get("n_prompt")}
+        llama = [{"name": a["name"], "input": a["input"], "output": a["output"],
+                  "prefill_tps": pp.get(a["input"]), "decode_tps": tg.get(a["output"])} for a in rows]
         print(f"\n{'Prompt':<10}{'In':>5}{'Out':>5} | {'Prefill qwenc':>14}{'llama.cpp':>11} | "
               f"{'Decode qwenc':>13}{'llama.cpp':>11}")
         print("─" * 76)
+        def f1(v):
+            return "-" if v is None else f"{v:.1f}"
         for a, b in zip(rows, llama):
             print(f"{a['name']:<10}{a['input']:>5}{a['output']:>5} | {a['prefill_tps']:>14.1f}"
-                  f"{b['prefill_tps']:>11.1f} | {a['decode_tps']:>13.1f}{b['decode_tps']:>11.1f}")
+                  f"{f1(b['prefill_tps']):>11} | {a['decode_tps']:>13.1f}{f1(b['decode_tps']):>11}")
         print("─" * 76)
-        lp = mean([b["prefill_tps"] for b in llama])
-        ld = mean([b["decode_tps"] for b in llama if b["output"] > 1])
+        lp = mean([b["prefill_tps"] for b in llama if b["prefill_tps"]])
+        ld = mean([b["decode_tps"] for b in llama if b["decode_tps"] and b["output"] > 1])
         print(f"{'Average':<20} | {avg_prefill:>14.1f}{lp:>11.1f} | {avg_decode:>13.1f}{ld:>11.1f}")
-        mism = [a["name"] for a, b in zip(rows, llama) if a["input"] != b["input"]]
-        if mism:
-            print(f"note: prompt token counts differ for {mism} (tokenizer or template difference)")
+        print("llama-bench decodes OUT tokens from an empty context; qwenc's decode follows its prompt")
 
 cpu = platform.processor() or platform.machine()
 try:

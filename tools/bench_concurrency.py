@@ -3,20 +3,22 @@
 concurrent streams (issue 4's benchmark; not a test).
 
     tools/bench_concurrency.py MODEL_DIR [--streams 1,2,4,8] [--tokens 64] [--reps 2]
-                               [--llama-gguf FILE [--python PY]]
+                               [--llama-gguf FILE [--llama-server BIN]]
 
 Starts `./qwenc MODEL --http 0 --parallel 8`, sends N simultaneous streamed
 /v1/completions requests (greedy, max_tokens fixed; a random-weight model
 rarely stops early) and reports, per N: aggregate generated tok/s over the
 wall time of the whole wave (tokens = streamed chunks carrying text), mean
 time to first token, and the ratio to one stream. With --llama-gguf it then
-does the same against llama.cpp's server from llama-cpp-python[server]
-(`PY -m llama_cpp.server`, 2 threads) on the same weights and prints the
-ratio at each N. Standard library only (the llama server needs its venv).
+does the same against llama.cpp's own llama-server (`--parallel 8`, same
+threads; from --llama-server, else tools/llama-tools.sh, which builds it once
+from the llama-cpp-python sdist's llama.cpp) on the same weights and prints
+the ratio at each N. Standard library only.
 """
 import argparse
 import http.client
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -107,7 +109,9 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", default="2")
     ap.add_argument("--llama-gguf")
-    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server (default: tools/llama-tools.sh)")
+    ap.add_argument("--llama-omp", default=os.environ.get("BENCH_LLAMA_OMP", "passive"),
+                    help="OMP_WAIT_POLICY for llama-server, as in make bench; '' = unset")
     a = ap.parse_args()
     streams = [int(x) for x in a.streams.split(",")]
     srv = subprocess.Popen([a.qwenc, a.model, "--http", "0", "--parallel", "8", "--threads", a.threads],
@@ -129,17 +133,28 @@ def main():
     report("qwenc", ours)
     if not a.llama_gguf:
         return
+    server = a.llama_server
+    if not server:
+        tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llama-tools.sh")
+        r = subprocess.run([tools, "--need", "llama-server"], stdout=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit("llama.cpp's llama-server is not available (see above): no comparison")
+        server = os.path.join(r.stdout.strip().splitlines()[-1], "llama-server")
     port = free_port()
-    srv = subprocess.Popen([a.python, "-m", "llama_cpp.server", "--model", a.llama_gguf, "--n_threads", a.threads,
-                            "--n_ctx", "2048", "--port", str(port), "--host", "127.0.0.1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if a.llama_omp:
+        env["OMP_WAIT_POLICY"] = a.llama_omp
+    # 8 slots of 1024 positions each (the context is split among the slots)
+    srv = subprocess.Popen([server, "-m", a.llama_gguf, "-t", a.threads, "--parallel", "8", "-c", "8192",
+                            "--port", str(port), "--host", "127.0.0.1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         wait_http(port, srv)
         theirs = measure(port, streams, a.tokens, a.reps, {})
     finally:
         srv.terminate()
         srv.wait(timeout=20)
-    report("llama.cpp server (llama-cpp-python)", theirs)
+    report("llama.cpp llama-server --parallel 8", theirs)
     print("ratio qwenc / llama.cpp (median aggregate tok/s): " +
           ", ".join(f"{n}: {ours[n][1] / theirs[n][1]:.2f}x" for n in streams))
 

@@ -1,31 +1,33 @@
 #!/usr/bin/env python3
-"""bench_run.py - qwenc vs llama.cpp on the same weights; the driver of tools/bench.sh.
+"""bench_run.py - qwenc and llama.cpp's llama-bench on the same GGUF files; the driver of tools/bench.sh.
 
-  python tools/bench_run.py --qwenc ./qwenc --model DIR [--gguf bf16=F.gguf --gguf f16=G.gguf]
-                            [--gguf q8_0=Q.gguf --qwenc-quant q8_0]
-                            [--membw BIN] [--reps 3] [--quick] [--threads 2] [--out build/bench.json]
+  python tools/bench_run.py --qwenc ./qwenc --model LABEL=FILE.gguf [--model ...]
+                            [--llama-bench BIN] [--membw BIN] [--reps 3] [--threads 2]
+                            [--pp 512] [--tg 128] [--qwenc-arg ARG ...] [--out-dir build/bench]
 
-Measures, in interleaved repetitions (qwenc as stored, qwenc --quant q8_0, llama.cpp
-BF16 / F16 / Q8_0, with the order rotated every repetition so no one always runs on
-a warmer machine); each llama.cpp type is compared with the qwenc run of the same
-weight type (Q8_0 with `qwenc --quant q8_0`, which makes the same bytes as the GGUF):
-  - prefill tok/s for 32/128/512-token prompts (qwenc: `--tokens IDS -n 1 --warmup`,
-    the "prefill N tokens X tok/s" figure it prints on stderr, timed after one untimed
-    pass over the prompt; llama.cpp: Llama.eval of the prompt on an empty KV cache
-    after its first-token eval, see tools/bench_llama.py: both warm);
-  - decode tok/s over 128 tokens after a 32-token prompt, and after a 1000-token
-    prompt (qwenc: `-n 129`, whose "decode" figure counts the 128 forward passes
-    after the first token; llama.cpp: 128 single-token evals);
-  - time from process start to first token: wall time from spawning the process
-    to the first generated id appearing on its stdout (32-token prompt, file in
-    the page cache, a run of its own for qwenc), for both engines; peak RSS
-    (getrusage of the child, wait4);
-  - memory read bandwidth (tools/membw.c, 1 and 2 threads) before and after.
-Reports the median and the best of each figure, our ratio to llama.cpp, and the
-fraction of the bandwidth roofline (weight bytes read per decoded token divided
-by the best 2-thread bandwidth). Writes everything to --out as JSON.
-Only the standard library is needed here; the llama.cpp worker needs
-llama-cpp-python and numpy (--python selects its interpreter).
+What is measured, per file, in BENCH_REPS interleaved rounds (every round runs
+each file with qwenc and with llama-bench, alternating which goes first, and
+the bandwidth probe once), reported as medians:
+  - prefill: PP tokens (default 512) on an empty context, tok/s. llama-bench
+    `-p PP` (one batch, random ids, after its warm-up run); qwenc
+    `--tokens IDS -n 1 --warmup` (PP random ids, one untimed pass first), the
+    "prefill N tokens X tok/s" figure it prints;
+  - decode: TG tokens (default 128) one at a time from an empty context, tok/s.
+    llama-bench `-n TG`; qwenc `--tokens ID -n TG+1 --warmup`, whose "decode"
+    figure counts the TG forward passes after the first token (greedy
+    sampling over the whole vocabulary included, as a user's run has). The
+    start token is one for which greedy decoding does not reach EOS within
+    TG+1 tokens (probed once per file), so both sides decode TG tokens;
+  - memory read bandwidth with the benchmark's thread count (tools/membw.c),
+    once per round; the decode roofline of a file is that bandwidth (the best
+    round) divided by the weight bytes one decode step reads: the sum of the
+    file's tensor bytes, with the token embedding counted as one row (unless
+    it is also the output matrix, tied, then in full).
+Writes OUT_DIR/bench-<UTC date>.md (a markdown table, also printed) and
+OUT_DIR/bench-<UTC date>.json (settings, machine, every raw figure).
+The llama.cpp side is skipped with a message when --llama-bench is not given
+or fails; a file qwenc cannot run is reported, not fatal. Needs the `gguf`
+package for the roofline (else that column is "-").
 """
 import argparse
 import json
@@ -36,7 +38,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,293 +47,335 @@ def log(msg):
     print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
-def rss_mb(ru):
-    # ru_maxrss is KiB on Linux, bytes on macOS.
-    return ru.ru_maxrss / (1024 * 1024 if sys.platform == "darwin" else 1024)
+def run(cmd, env=None, timeout=3600):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, "", str(e)
 
 
-def spawn_timed(cmd, first_marker=None, timeout=900, env=None):
-    """Run cmd; return (seconds to the first stdout byte [or line starting with
-    first_marker], stdout text, stderr text, exit status, peak RSS MB)."""
-    with tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0, env=env)
-        t_first = None
-        out = b""
-        fd = p.stdout.fileno()
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            out += chunk
-            if t_first is None:
-                if first_marker is None:
-                    if out.strip():
-                        t_first = time.perf_counter() - t0
-                elif first_marker.encode() in out:
-                    t_first = time.perf_counter() - t0
-            if time.perf_counter() - t0 > timeout:
-                p.kill()
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        p.stdout.close()
-        err.seek(0)
-        return t_first, out.decode(errors="replace"), err.read().decode(errors="replace"), \
-            p.returncode, rss_mb(ru)
+# --- the file ---------------------------------------------------------------
+
+_GGUF_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # value type -> bytes
 
 
-RE_QW = re.compile(r"prefill (\d+) tokens ([\d.]+) tok/s \| decode (\d+) tokens ([\d.]+) tok/s"
-                   r"(?: \| load ([\d.]+) s \| first token ([\d.]+) s)?")
+def gguf_tensors(path):
+    """[(name, shape, ggml type, bytes)] of a GGUF file's tensors, read from its
+    header alone (the gguf package's reader decodes every metadata string,
+    seconds on a 150k-token vocabulary; only its block sizes are used here)."""
+    import mmap
+    import struct
+
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    with open(path, "rb") as fh:
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, buf, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0] if len(v) == 1 else v
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        pos += n
+        return bytes(buf[pos - n:pos]).decode("utf-8", "replace")
+
+    def skip(vtype):
+        nonlocal pos
+        if vtype == 8:
+            n = take("Q")  # (not `pos += take(...)`: that adds to the pos read before take moved it)
+            pos += n
+        elif vtype == 9:
+            etype, count = take("I"), take("Q")
+            if etype in _GGUF_SCALAR:
+                pos += count * _GGUF_SCALAR[etype]
+            else:
+                for _ in range(count):
+                    skip(etype)
+        else:
+            pos += _GGUF_SCALAR[vtype]
+
+    if bytes(buf[:4]) != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file")
+    pos = 4
+    take("I")  # version
+    n_tensors, n_kv = take("Q"), take("Q")
+    for _ in range(n_kv):
+        string()
+        skip(take("I"))
+    out = []
+    for _ in range(n_tensors):
+        name = string()
+        shape = [take("Q") for _ in range(take("I"))]
+        typ = take("I")
+        take("Q")  # offset
+        block, size = GGML_QUANT_SIZES[GGMLQuantizationType(typ)]
+        n = 1
+        for d in shape:
+            n *= d
+        out.append((name, shape, typ, n // block * size))
+    buf.close()
+    return out
 
 
-def run_qwenc(args, ids, n, extra=()):
-    cmd = [args.qwenc, args.model, "--tokens", " ".join(map(str, ids)), "-n", str(n),
-           "--threads", str(args.threads), "--ctx", str(args.ctx)] + list(extra)
-    t_first, out, err, rc, rss = spawn_timed(cmd)
+def gguf_facts(path):
+    """(rows of the token embedding = vocab, weight bytes one decode step
+    reads) of a GGUF file, or (None, None) without the gguf package."""
+    try:
+        tensors = gguf_tensors(path)
+    except ImportError:
+        log("the gguf package is missing: no roofline")
+        return None, None
+    total = sum(t[3] for t in tensors)
+    emb = next((t for t in tensors if t[0] == "token_embd.weight"), None)
+    if emb is None:
+        return None, total
+    n_rows = emb[1][-1]  # GGUF shapes list the row length first
+    if not any(t[0] == "output.weight" for t in tensors):  # tied: the embedding is the lm_head, read in full
+        return n_rows, total
+    return n_rows, total - emb[3] + emb[3] // n_rows
+
+
+# --- qwenc ------------------------------------------------------------------
+
+RE_QW = re.compile(r"prefill (\d+) tokens ([\d.]+) tok/s \| decode (\d+) tokens ([\d.]+) tok/s.*?finish (\w+)")
+
+
+def qwenc(args, path, ids, n):
+    cmd = [args.qwenc, path, "--tokens", " ".join(map(str, ids)), "-n", str(n), "--warmup",
+           "--threads", str(args.threads), "--ctx", str(max(len(ids) + n + 1, 256))] + args.qwenc_arg
+    rc, _, err = run(cmd)
     m = RE_QW.search(err)
     if rc != 0 or not m:
-        tail = err.strip().splitlines()[-1:] or ["(no stderr)"]
-        log(f"qwenc failed (exit {rc}): {tail[0]}")
-        return None
-    return {"t_first": t_first, "rss_mb": rss, "n_prompt": int(m.group(1)),
-            "prefill": float(m.group(2)), "n_gen": int(m.group(3)), "decode": float(m.group(4)),
-            "first_token_internal": float(m.group(6)) if m.group(6) else None,
-            "kernels": (re.search(r"kernels: (\w+)", err) or [None, None])[1]}
+        tail = (err.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {rc}: {tail}"}
+    k = re.search(r"kernels: (\w+)", err)
+    return {"n_prompt": int(m.group(1)), "prefill": float(m.group(2)), "n_gen": int(m.group(3)),
+            "decode": float(m.group(4)), "finish": m.group(5), "kernels": k.group(1) if k else None}
 
 
-def run_llama(args, gguf, spec):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-        spec_path = f.name
+def decode_start(args, path, vocab):
+    """A start token whose greedy continuation does not hit EOS within tg+1
+    tokens (random-weight files: the first one tried)."""
+    rng = random.Random(7)
+    last = None
+    for _ in range(8):
+        tok = rng.randrange(100, min(vocab or 151643, 151643))
+        r = qwenc(args, path, [tok], args.tg + 1)
+        if "error" in r:
+            return None, r["error"]
+        last = r
+        if r["n_gen"] == args.tg + 1:
+            return tok, None
+    log(f"{path}: every start token tried reached EOS early ({last['n_gen']} tokens); decode counts those")
+    return tok, None
+
+
+# --- llama.cpp --------------------------------------------------------------
+
+def llama_bench(args, path):
+    cmd = [args.llama_bench, "-m", path, "-p", str(args.pp), "-n", str(args.tg), "-t", str(args.threads),
+           "-r", "1", "-o", "json"]
+    env = dict(os.environ)
+    if args.llama_omp:
+        env["OMP_WAIT_POLICY"] = args.llama_omp
+    rc, out, err = run(cmd, env=env)
     try:
-        cmd = [args.python, os.path.join(HERE, "bench_llama.py"), gguf, spec_path]
-        env = dict(os.environ)
-        if args.llama_omp:
-            env["OMP_WAIT_POLICY"] = args.llama_omp
-        t_first, out, err, rc, rss = spawn_timed(cmd, first_marker="FIRST ", env=env)
-    finally:
-        os.unlink(spec_path)
-    lines = [l for l in out.splitlines() if l.startswith("{")]
-    if rc != 0 or not lines:
-        tail = err.strip().splitlines()[-1:] or ["(no stderr)"]
-        log(f"llama.cpp failed on {gguf} (exit {rc}): {tail[0]}")
-        return None
-    res = json.loads(lines[-1])
-    res["t_first"] = t_first
-    res["rss_mb"] = rss
+        recs = json.loads(out)
+    except ValueError:
+        recs = None
+    if rc != 0 or not isinstance(recs, list):
+        tail = (err.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {rc}: {tail}"}
+    res = {"build": recs[0].get("build_commit") if recs else None}
+    for r in recs:
+        if r.get("n_prompt") == args.pp and not r.get("n_gen"):
+            res["prefill"] = r["avg_ts"]
+        elif r.get("n_gen") == args.tg and not r.get("n_prompt"):
+            res["decode"] = r["avg_ts"]
     return res
 
 
-def run_membw(args, threads):
+def membw(args):
     if not args.membw:
         return None
-    r = subprocess.run([args.membw, str(threads), "1024", "5"], capture_output=True, text=True)
-    if r.returncode != 0:
-        log(f"membw failed: {r.stderr.strip()}")
+    rc, out, err = run([args.membw, str(args.threads), str(args.membw_mib), "3"])
+    if rc != 0:
+        log(f"membw failed: {err.strip()}")
         return None
-    return json.loads(r.stdout)
+    return json.loads(out)["best_gbs"]
 
 
-def weight_bytes_per_token(cfg, elem=2):
-    """Bytes of weights one decode step reads: every layer matrix and the output
-    matrix (lm_head, or the tied embedding), at `elem` bytes per weight (2 for 16-bit
-    types, 34/32 for Q8_0); norms and biases are noise."""
-    h = cfg["hidden_size"]
-    nh = cfg["num_attention_heads"]
-    nkv = cfg.get("num_key_value_heads", nh)
-    hd = cfg.get("head_dim") or h // nh
-    inter = cfg["intermediate_size"]
-    per_layer = h * nh * hd + 2 * h * nkv * hd + nh * hd * h + 3 * h * inter
-    return (cfg["num_hidden_layers"] * per_layer + cfg["vocab_size"] * h) * elem
+# --- report -----------------------------------------------------------------
 
-
-def summarize(vals, higher_better=True):
+def median(vals):
     vals = [v for v in vals if v is not None]
-    if not vals:
-        return None
-    best = max(vals) if higher_better else min(vals)
-    return {"median": statistics.median(vals), "best": best, "n": len(vals), "all": vals}
+    return statistics.median(vals) if vals else None
 
 
 def machine():
-    info = {"platform": platform.platform(), "machine": platform.machine(),
-            "cpus": os.cpu_count()}
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for key in ("Model name", "Core(s) per socket", "Thread(s) per core", "L3 cache"):
-            m = re.search(rf"^{re.escape(key)}:\s*(.+)$", out, re.M)
-            if m:
-                info[key] = m.group(1).strip()
-        flags = re.search(r"^Flags:\s*(.+)$", out, re.M)
-        if flags:
-            fl = flags.group(1).split()
-            info["simd"] = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16",
-                                        "avx512_vnni", "avx512_fp16") if f in fl]
-    except OSError:
-        pass
+    info = {"platform": platform.platform(), "cpus": os.cpu_count()}
+    rc, out, _ = run(["lscpu"])
+    if rc == 0:
+        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
+        if m:
+            info["cpu"] = m.group(1).strip()
+        f = re.search(r"^Flags:\s*(.+)$", out, re.M)
+        if f:
+            fl = f.group(1).split()
+            info["simd"] = [x for x in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "asimddp")
+                            if x in fl]
     return info
+
+
+def fmt(v, nd=1):
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def ratio(a, b):
+    return "-" if not a or not b else f"{a / b:.2f}x"
+
+
+def share(v, roof):
+    return "-" if not v or not roof else f"{100 * v / roof:.0f}%"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--qwenc", default="./qwenc")
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--gguf", action="append", default=[], help="TYPE=PATH (bf16=..., f16=..., q8_0=...)")
-    ap.add_argument("--qwenc-quant", action="append", default=[], help="also run qwenc --quant TYPE (q8_0)")
-    ap.add_argument("--membw")
-    ap.add_argument("--python", default=sys.executable, help="interpreter with llama_cpp")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--ctx", type=int, default=2048)
-    ap.add_argument("--out", default="build/bench.json")
+    ap.add_argument("--model", action="append", required=True, help="LABEL=FILE.gguf (repeatable)")
+    ap.add_argument("--llama-bench", help="llama.cpp's llama-bench binary (none: qwenc only)")
     ap.add_argument("--llama-omp", default=os.environ.get("BENCH_LLAMA_OMP", "passive"),
-                    help="OMP_WAIT_POLICY for llama.cpp (its CPU backend uses OpenMP; on a "
-                         "shared, oversubscribed machine spin-waiting threads collapse its "
-                         "speed several-fold, passive is its best setting there); '' = unset")
+                    help="OMP_WAIT_POLICY for llama-bench (its CPU backend uses OpenMP; on a shared machine "
+                         "spin-waiting threads slow it several-fold, passive is its best setting there); '' = unset")
+    ap.add_argument("--membw", help="tools/membw.c built for this machine")
+    ap.add_argument("--membw-mib", type=int, default=1024)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--qwenc-arg", action="append", default=[], help="extra qwenc argument (repeatable)")
+    ap.add_argument("--out-dir", default="build/bench")
     args = ap.parse_args()
 
-    with open(os.path.join(args.model, "config.json")) as f:
-        cfg = json.load(f)
+    files = []
+    for spec in args.model:
+        label, _, path = spec.partition("=")
+        if not os.path.isfile(path):
+            log(f"skipping {label}: {path} not found")
+            continue
+        vocab, wbytes = gguf_facts(path)
+        files.append({"label": label, "path": os.path.abspath(path), "vocab": vocab, "weight_bytes": wbytes,
+                      "size": os.path.getsize(path)})
+    if not files:
+        log("no model file to measure")
+        return 1
+    if not args.llama_bench:
+        log("no llama-bench: measuring qwenc only")
+
     rng = random.Random(1234)
-    hi = min(cfg["vocab_size"], 151643)  # ordinary tokens only
-    prompt = {n: [rng.randrange(hi) for _ in range(n)] for n in (32, 128, 512, 1000)}
-    if args.quick:
-        prefill_sizes, n_dec, dec_cases = [32, 128], 32, [("after32", 32)]
-    else:
-        prefill_sizes, n_dec, dec_cases = [32, 128, 512], 128, [("after32", 32), ("ctx1000", 1000)]
-    engines = ["qwenc"] + [f"qwenc-{q}" for q in args.qwenc_quant] + [g.split("=", 1)[0] for g in args.gguf]
-    ggufs = dict(g.split("=", 1) for g in args.gguf)
-    spec = {"threads": args.threads, "n_ctx": args.ctx, "first": prompt[32],
-            "prefill": {str(n): prompt[n] for n in prefill_sizes},
-            "decode": [{"name": name, "prompt": prompt[n], "n": n_dec} for name, n in dec_cases]}
+    for f in files:
+        hi = min(f["vocab"] or 151643, 151643)  # ordinary tokens only
+        f["pp_ids"] = [rng.randrange(hi) for _ in range(args.pp)]
+        f["tg_start"], f["qwenc_error"] = decode_start(args, f["path"], f["vocab"])
+        if f["qwenc_error"]:
+            log(f"qwenc cannot run {f['label']} ({f['path']}): {f['qwenc_error']}")
+        f["raw"] = {"qwenc": [], "llama": []}
 
-    bw = {"before": {t: run_membw(args, t) for t in (1, 2)}}
-    log(f"memory bandwidth: " + ", ".join(f"{t} thread(s) {v['best_gbs']:.1f} GB/s"
-                                          for t, v in bw["before"].items() if v))
-    raw = {e: [] for e in engines}
+    bw = []
     for rep in range(args.reps):
-        order = engines[rep % len(engines):] + engines[:rep % len(engines)]
-        for e in order:
-            t0 = time.perf_counter()
-            if e.startswith("qwenc"):
-                extra = ["--quant", e.split("-", 1)[1]] if "-" in e else []
-                r = {"prefill": {}, "decode": {}, "t_first": None, "rss_mb": 0.0}
-                # start to first token: a cold process, nothing before the prompt
-                q = run_qwenc(args, prompt[32], 1, extra)
-                if q:
-                    r["t_first"] = q["t_first"]
-                    r["first_token_internal"] = q["first_token_internal"]
-                    r["rss_mb"] = q["rss_mb"]
-                    r["kernels"] = q["kernels"]
-                # prefill: after one untimed pass (--warmup), as llama.cpp is measured
-                # after its first-token eval: weights paged in on both sides
-                for n in prefill_sizes:
-                    q = run_qwenc(args, prompt[n], 1, extra + ["--warmup"])
-                    if q:
-                        r["prefill"][str(n)] = q["prefill"]
-                        r["rss_mb"] = max(r["rss_mb"], q["rss_mb"])
-                for name, n in dec_cases:
-                    q = run_qwenc(args, prompt[n], n_dec + 1, extra)
-                    if q:
-                        r["decode"][name] = q["decode"]
-                        r["rss_mb"] = max(r["rss_mb"], q["rss_mb"])
-                        if q["n_gen"] < n_dec + 1:
-                            log(f"qwenc stopped at EOS after {q['n_gen']} tokens ({name})")
-            else:
-                r = run_llama(args, ggufs[e], spec) or {"prefill": {}, "decode": {}}
-            raw[e].append(r)
-            log(f"rep {rep + 1}/{args.reps} {e}: prefill " +
-                " ".join(f"{k}:{v:.1f}" for k, v in r.get("prefill", {}).items()) + " | decode " +
-                " ".join(f"{k}:{v:.2f}" for k, v in r.get("decode", {}).items()) +
-                (f" | first token {r['t_first']:.2f} s" if r.get("t_first") else "") +
-                f" ({time.perf_counter() - t0:.0f} s)")
-    bw["after"] = {t: run_membw(args, t) for t in (1, 2)}
+        b = membw(args)
+        bw.append(b)
+        log(f"round {rep + 1}/{args.reps}: memory bandwidth {fmt(b)} GB/s ({args.threads} threads)")
+        for f in files:
+            sides = ["qwenc", "llama"] if rep % 2 == 0 else ["llama", "qwenc"]
+            for side in sides:
+                if side == "qwenc":
+                    if f["tg_start"] is None:
+                        continue
+                    p = qwenc(args, f["path"], f["pp_ids"], 1)
+                    d = qwenc(args, f["path"], [f["tg_start"]], args.tg + 1)
+                    r = {"prefill": p.get("prefill"), "decode": d.get("decode"), "n_gen": d.get("n_gen"),
+                         "kernels": p.get("kernels") or d.get("kernels"), "error": p.get("error") or d.get("error")}
+                elif args.llama_bench:
+                    r = llama_bench(args, f["path"])
+                else:
+                    continue
+                f["raw"][side].append(r)
+                log(f"round {rep + 1} {f['label']} {side}: prefill {fmt(r.get('prefill'))} decode "
+                    f"{fmt(r.get('decode'), 2)} tok/s" + (f" ({r['error']})" if r.get("error") else ""))
 
-    # Summaries.
-    metrics = [(f"prefill{n}", "prefill", str(n), True) for n in prefill_sizes] + \
-              [(f"decode_{name}", "decode", name, True) for name, _ in dec_cases] + \
-              [("first_token_s", "t_first", None, False), ("peak_rss_mb", "rss_mb", None, False)]
-    summary = {}
-    for e in engines:
-        summary[e] = {}
-        for key, field, sub, hb in metrics:
-            vals = [(r.get(field) or {}).get(sub) if sub else r.get(field) for r in raw[e]]
-            summary[e][key] = summarize(vals, hb)
-    bw_best = max([v["best_gbs"] for ph in bw.values() for k, v in ph.items() if v and k == 2] or [0])
-    wbytes = weight_bytes_per_token(cfg)
-    roof = bw_best * 1e9 / wbytes if bw_best else None
+    bw_best = max([b for b in bw if b] or [0]) or None
+    rows = []
+    for f in files:
+        s = {}
+        for side in ("qwenc", "llama"):
+            for k in ("prefill", "decode"):
+                s[f"{side}_{k}"] = median([r.get(k) for r in f["raw"][side]])
+        roof = bw_best * 1e9 / f["weight_bytes"] if bw_best and f["weight_bytes"] else None
+        s["roofline"] = roof
+        f["summary"] = s
+        rows.append(f"| {f['label']} | {fmt(f['weight_bytes'] / 1e6 if f['weight_bytes'] else None, 0)} "
+                    f"| {fmt(s['qwenc_prefill'])} | {fmt(s['llama_prefill'])} "
+                    f"| {ratio(s['qwenc_prefill'], s['llama_prefill'])} "
+                    f"| {fmt(s['qwenc_decode'], 2)} | {fmt(s['llama_decode'], 2)} "
+                    f"| {ratio(s['qwenc_decode'], s['llama_decode'])} | {fmt(roof)} "
+                    f"| {share(s['qwenc_decode'], roof)} | {share(s['llama_decode'], roof)} |")
 
-    def elem_of(e):  # bytes per weight an engine reads in decode
-        return 34 / 32 if e.endswith("q8_0") else 2
-
-    def peer(e):  # the qwenc run a llama.cpp engine is compared with
-        return f"qwenc-{e}" if f"qwenc-{e}" in engines else "qwenc"
-
-    # Table.
-    def cell(s, fmt="{:.1f}"):
-        return "-" if not s else (fmt.format(s["median"]) + " (" + fmt.format(s["best"]) + ")")
-
-    def ratio(a, b, hb=True):
-        if not a or not b or not b["median"] or not a["median"]:
-            return "-"
-        return f"{(a['median'] / b['median'] if hb else b['median'] / a['median']):.2f}x"
-
-    ours = [e for e in engines if e.startswith("qwenc")]
-    others = [e for e in engines if not e.startswith("qwenc")]
-    name = {e: "qwenc" if e == "qwenc" else "qwenc " + e.split("-", 1)[1].upper() for e in ours}
-    head = f"{'median (best) of ' + str(args.reps):<28}" + "".join(f"{name[e]:>18}" for e in ours) + \
-        "".join(f"{'llama.cpp ' + e.upper():>18}" for e in others) + \
-        "".join(f"{'ratio vs ' + e.upper():>14}" for e in others)
-    lines = [head, "-" * len(head)]
-    labels = {"prefill32": "prefill 32 tok/s", "prefill128": "prefill 128 tok/s",
-              "prefill512": "prefill 512 tok/s", "decode_after32": f"decode {n_dec} after 32 tok/s",
-              "decode_ctx1000": f"decode {n_dec} at ~1000 tok/s",
-              "first_token_s": "start to first token s", "peak_rss_mb": "peak RSS MB"}
-    for key, _, _, hb in metrics:
-        fmt = "{:.2f}" if key.startswith(("decode", "first")) else "{:.1f}" if key != "peak_rss_mb" else "{:.0f}"
-        row = f"{labels[key]:<28}" + "".join(f"{cell(summary[e][key], fmt):>18}" for e in ours)
-        row += "".join(f"{cell(summary[e][key], fmt):>18}" for e in others)
-        row += "".join(f"{ratio(summary[peer(e)][key], summary[e][key], hb):>14}" for e in others)
-        lines.append(row)
-    if roof:
-        lines.append(f"{'roofline decode tok/s':<28}{roof:>18.2f}   "
-                     f"({wbytes / 1e6:.0f} MB of 16-bit weights per token / {bw_best:.1f} GB/s; "
-                     f"Q8_0: x{2 / (34 / 32):.2f})")
-        for dname, _ in dec_cases:
-            key = f"decode_{dname}"
-            row = f"{'share of roofline ' + dname:<28}"
-            for e in ours + others:
-                s = summary[e][key]
-                r_e = roof * 2 / elem_of(e)
-                txt = "%.0f%% (%.0f%%)" % (100 * s["median"] / r_e, 100 * s["best"] / r_e) if s else "-"
-                row += f"{txt:>18}"
-            lines.append(row)
-    lines.append("ratio > 1: qwenc better (tok/s: ours / theirs; seconds and MB: theirs / ours); "
-                 "each llama.cpp type against qwenc with the same weight type")
-    bwline = "memory bandwidth GB/s (best): " + ", ".join(
-        f"{ph} {t}T {v['best_gbs']:.1f}" for ph, d in bw.items() for t, v in d.items() if v)
-    lines.append(bwline)
-    table = "\n".join(lines)
-    print(table)
-
-    res = {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": args.quick,
-           "llama_omp_wait_policy": args.llama_omp,
-           "reps": args.reps, "threads": args.threads, "ctx": args.ctx, "machine": machine(),
-           "model": os.path.abspath(args.model), "ggufs": ggufs,
-           "weight_bytes_per_token": wbytes, "bandwidth": bw, "bandwidth_best_2t_gbs": bw_best,
-           "roofline_decode_tok_s": roof, "summary": summary, "raw": raw, "table": table}
+    mach = machine()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    kernels = sorted({r.get("kernels") for f in files for r in f["raw"]["qwenc"] if r.get("kernels")})
+    llama_build = next((r.get("build") for f in files for r in f["raw"]["llama"] if r.get("build")), None)
     try:
-        res["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True, cwd=HERE).stdout.strip()
+        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=HERE).stdout.strip()
     except OSError:
-        pass
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
-    log(f"wrote {args.out}")
+        git = ""
+    notes = []
+    for f in files:
+        errs = {r["error"] for side in ("qwenc", "llama") for r in f["raw"][side] if r.get("error")}
+        if f["qwenc_error"]:
+            errs.add(f"qwenc cannot run it: {f['qwenc_error']}")
+        notes += [f"- {f['label']}: {e}" for e in sorted(errs)]
+        short = [r["n_gen"] for r in f["raw"]["qwenc"] if r.get("n_gen") and r["n_gen"] < args.tg + 1]
+        if short:
+            notes.append(f"- {f['label']}: qwenc reached EOS after {min(short)} tokens; its decode figure counts those")
+    pp, tg = f"pp{args.pp}", f"tg{args.tg}"
+    md = [f"# make bench, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC", "",
+          f"{mach.get('cpu', platform.machine())}, {mach['cpus']} CPUs ({', '.join(mach.get('simd', []))}); "
+          f"{args.threads} threads; medians of {args.reps} interleaved round(s); qwenc {git} "
+          f"(kernels {', '.join(kernels) or '?'}{', args ' + ' '.join(args.qwenc_arg) if args.qwenc_arg else ''}); "
+          + (f"llama.cpp llama-bench build {llama_build} (OMP_WAIT_POLICY={args.llama_omp or 'unset'})"
+             if args.llama_bench else "llama.cpp not measured") + ".",
+          f"Memory read bandwidth, {args.threads} threads (tools/membw.c), per round: "
+          + ", ".join(fmt(b) for b in bw) + " GB/s; the roofline uses the best.", "",
+          f"| file | weights read per token MB | qwenc {pp} tok/s | llama.cpp {pp} | ratio "
+          f"| qwenc {tg} tok/s | llama.cpp {tg} | ratio | decode roofline tok/s | qwenc share | llama.cpp share |",
+          "|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
+    md += ["Files:"] + [f"- {f['label']}: {f['path']} ({f['size'] / 1e6:.0f} MB)" for f in files]
+    if notes:
+        md += ["", "Notes:"] + notes
+    text = "\n".join(md) + "\n"
+    print(text)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    base = os.path.join(args.out_dir, f"bench-{stamp}")
+    with open(base + ".md", "w") as fh:
+        fh.write(text)
+    res = {"time_utc": stamp, "settings": {k: v for k, v in vars(args).items()}, "machine": mach, "git": git,
+           "bandwidth_gbs": bw, "bandwidth_best_gbs": bw_best, "llama_build": llama_build,
+           "files": [{k: v for k, v in f.items() if k != "pp_ids"} for f in files], "table_md": text}
+    with open(base + ".json", "w") as fh:
+        json.dump(res, fh, indent=1)
+        fh.write("\n")
+    log(f"wrote {base}.md and {base}.json")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -60,6 +60,7 @@ struct qw_sched {
     int quit;               /* engine thread exits at the next step */
     int cancel_all;         /* grace period over */
     int stopped;            /* sched_stop completed */
+    int manual;             /* no engine thread: the caller runs sched_step() */
     int n_active;
     slot *slots;
     /* batch buffers, [max_batch] */
@@ -119,11 +120,11 @@ static void free_slot(qw_sched *s, int i) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Under s->mu: take queued requests into free slots; finish cancelled ones.
- * Returns the number of requests finished here (to be done outside? no:
- * req_finish takes s->mu, so cancelled queue entries are collected into
- * *dead and finished by the caller after unlocking). */
-static void admit_locked(qw_sched *s, qw_req **dead) {
+/* Under s->mu: take queued requests into free slots. Cancelled queue
+ * entries are collected into *dead for the caller to finish after unlocking
+ * (req_finish takes s->mu). Returns the number of requests admitted. */
+static int admit_locked(qw_sched *s, qw_req **dead) {
+    int admitted = 0;
     qw_req **pp = &s->q_head;
     qw_req *prev = NULL;
     while (*pp) {
@@ -149,6 +150,7 @@ static void admit_locked(qw_sched *s, qw_req **dead) {
         sl->n_past = 0;
         sl->prefilling = 1;
         s->n_active++;
+        admitted++;
         pthread_mutex_lock(&r->mu);
         r->t_admit = qw_now();
         r->st.queue_s = r->t_admit - r->t_submit;
@@ -156,6 +158,7 @@ static void admit_locked(qw_sched *s, qw_req **dead) {
     }
     s->m.queue_depth = s->q_len;
     s->m.active_slots = s->n_active;
+    return admitted;
 }
 
 /* Publish token t of slot i's request; returns 1 if the request is over. */
@@ -194,13 +197,15 @@ static void sample_rows(void *arg, int tid, int nth) {
     }
 }
 
-/* One engine step. Returns 1 if it did work, 0 if idle. */
+/* One engine step. Returns 1 if it changed anything (admitted, finished or
+ * ran a batch), 0 if idle. */
 static int step(qw_sched *s) {
     qw_req *dead = NULL;
     pthread_mutex_lock(&s->mu);
-    admit_locked(s, &dead);
+    int did = admit_locked(s, &dead) > 0;
     int cancel_all = s->cancel_all;
     pthread_mutex_unlock(&s->mu);
+    if (dead) did = 1;
     while (dead) {
         qw_req *r = dead;
         dead = r->next;
@@ -214,9 +219,11 @@ static int step(qw_sched *s) {
         if (atomic_load(&r->cancel) || cancel_all) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_CANCEL, NULL);
+            did = 1;
         } else if (r->max_new == 0) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_LENGTH, NULL);
+            did = 1;
         }
     }
 
@@ -260,7 +267,7 @@ static int step(qw_sched *s) {
             s->row_slot[n_rows++] = i;
         }
     }
-    if (n == 0) return 0;
+    if (n == 0) return did;
 
     qw_batch b = {.n = n, .tokens = s->b_tok, .pos = s->b_pos, .slot = s->b_slot, .want_logits = s->b_want};
     qw_err err;
@@ -386,6 +393,10 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
         sched_free(s);
         return NULL;
     }
+    if (p->manual) {
+        s->manual = 1;
+        return s;
+    }
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
         qw_errf(err, "sched_create: cannot start the engine thread");
         sched_free(s);
@@ -402,9 +413,43 @@ static void timespec_in(struct timespec *ts, double sec) {
     ts->tv_nsec = ns % 1000000000LL;
 }
 
+static int has_work(qw_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int w = s->n_active > 0 || s->q_len > 0;
+    pthread_mutex_unlock(&s->mu);
+    return w;
+}
+
+/* sched_stop in manual mode: the caller's thread plays the engine thread. */
+static void stop_manual(qw_sched *s, double grace_s) {
+    double end = qw_now() + grace_s;
+    while (grace_s > 0 && has_work(s) && qw_now() < end)
+        if (!step(s)) break;
+    pthread_mutex_lock(&s->mu);
+    s->cancel_all = 1;
+    pthread_mutex_unlock(&s->mu);
+    step(s);
+    pthread_mutex_lock(&s->mu);
+    s->stopped = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int sched_step(qw_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int ok = s->manual && !s->stopped;
+    pthread_mutex_unlock(&s->mu);
+    return ok ? step(s) : -1;
+}
+
 void sched_stop(qw_sched *s, double grace_s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
+    if (s->manual && !s->stopped) {
+        s->accepting = 0;
+        pthread_mutex_unlock(&s->mu);
+        stop_manual(s, grace_s);
+        return;
+    }
     if (s->stopped || !s->thread_started) {
         s->stopped = 1;
         pthread_mutex_unlock(&s->mu);

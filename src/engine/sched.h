@@ -35,6 +35,18 @@
  *
  * Thread safety: every function here may be called from any thread, except
  * that one qw_req handle must be used by one consumer thread at a time.
+ *
+ * Manual mode (qw_sched_params.manual = 1): no engine thread is started;
+ * the caller runs the engine loop itself, one iteration per sched_step().
+ * Nothing happens between two calls, so a test can look at the queue, the
+ * slots and the counters at an exact point (a request admitted and
+ * generating, a second one queued, a third refused) whatever the machine's
+ * load; the threaded mode runs the very same step function. In manual mode
+ * sched_req_wait() must be called with timeout_s >= 0 (no engine thread
+ * would wake it), and sched_stop() runs the remaining steps of the grace
+ * period and the final cancel step on the caller's thread. One thread at a
+ * time drives a manual scheduler (sched_step, sched_stop); submit, wait,
+ * cancel, stats and metrics may still come from any thread.
  */
 #ifndef QW_SCHED_H
 #define QW_SCHED_H
@@ -62,10 +74,11 @@ typedef struct qw_sched_params {
     int n_slots;     /* concurrent sequences (--parallel), >= 1 */
     int queue_cap;   /* requests that may wait for a slot (--queue); 0 = none wait */
     int prefill_chunk; /* max prompt tokens of one slot per step; 0 = default (256) */
+    int manual;      /* 1: no engine thread, the caller drives sched_step() (see above) */
 } qw_sched_params;
 
-/* Create the scheduler and start its engine thread. ctx must have
- * ctx_n_slots(ctx) >= p->n_slots; the scheduler borrows ctx and pool (the
+/* Create the scheduler and start its engine thread (none in manual mode).
+ * ctx must have ctx_n_slots(ctx) >= p->n_slots; the scheduler borrows ctx and pool (the
  * caller frees them after sched_free) and is their only user meanwhile.
  * Returns NULL with a message. */
 qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_err *err);
@@ -75,6 +88,13 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
  * call more than once. Requests still held by consumers stay valid (they
  * end with finish CANCEL) until released. */
 void sched_stop(qw_sched *s, double grace_s);
+
+/* Manual mode only: run one engine iteration on the caller's thread (admit
+ * queued requests into free slots, finish cancelled ones, one forward() of
+ * decode tokens and prompt chunks, sample, publish). Returns 1 if it changed
+ * anything, 0 if there was nothing to do, -1 if s is not in manual mode or
+ * is stopped. */
+int sched_step(qw_sched *s);
 
 /* sched_stop(s, 0) if not stopped yet, then free. Every qw_req must have
  * been released before. */
