@@ -35,7 +35,7 @@ MODEL_ARG=
 REPO=Qwen/Qwen2.5-0.5B-Instruct
 SYNTH_DIR=${QWENC_SETUP_SYNTH_DIR:-models/qwen2.5-0.5b-synth}
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
     --no-serve) SERVE=0 ;;
