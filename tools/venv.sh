@@ -35,7 +35,7 @@ for a in "$@"; do
 done
 
 BASE="pytest==9.2.0 requests==2.34.2 openai==3.57.0 numpy==2.4.6 gguf==0.19.0"
-TORCH_PKGS="transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0"
+TORCH_PKGS="transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0 accelerate==1.16.0"
 BENCH_PKGS="safetensors==0.8.0 gguf==0.19.0"
 LLAMA_PKG="llama-cpp-python==0.3.36"
 
