@@ -64,6 +64,10 @@ enum {
     P_MM_LM_HEAD,
     P_STEPS
 };
+enum { PROF_DECODE, PROF_PREFILL };
+#define PROF_DECODE_MAX 8 /* batches of up to this many tokens count as decode */
+#define QW_STR_(x) #x
+#define QW_STR(x) QW_STR_(x)
 
 struct qw_ctx {
     const qw_model *m;
@@ -101,11 +105,12 @@ struct qw_ctx {
     /* the batch being run (for the parallel jobs) */
     const qw_batch *b;
     int layer;
-    /* QWENC_PROFILE: seconds and calls per (step, weight dtype) */
-    int prof_on;
-    int64_t prof_passes, prof_tokens;
-    double prof_s[P_STEPS][QW_DTYPE_COUNT];
-    int64_t prof_calls[P_STEPS][QW_DTYPE_COUNT];
+    /* QWENC_PROFILE: per kind of pass (PROF_DECODE, PROF_PREFILL), seconds
+     * and calls per (step, weight dtype) */
+    int prof_on, prof_kind;
+    int64_t prof_passes[2], prof_tokens[2];
+    double prof_s[2][P_STEPS][QW_DTYPE_COUNT];
+    int64_t prof_calls[2][P_STEPS][QW_DTYPE_COUNT];
 };
 
 static const char *const prof_names[P_STEPS] = {
@@ -117,8 +122,8 @@ static double prof_start(const qw_ctx *c) { return c->prof_on ? qw_now() : 0.0; 
 
 static void prof_end(qw_ctx *c, int step, qw_dtype dt, double t0) {
     if (!c->prof_on) return;
-    c->prof_s[step][dt] += qw_now() - t0;
-    c->prof_calls[step][dt]++;
+    c->prof_s[c->prof_kind][step][dt] += qw_now() - t0;
+    c->prof_calls[c->prof_kind][step][dt]++;
 }
 
 /* Steps timed per weight type (the others are keyed by dtype 0). */
@@ -128,20 +133,21 @@ static int prof_by_dtype(int step) {
 }
 
 /* The profile's totals, per step and weight type, with their shares. */
-static void prof_print(const qw_ctx *c) {
+static void prof_print(const qw_ctx *c, int kind) {
     double total = 0;
     for (int s = 0; s < P_STEPS; s++)
-        for (int d = 0; d < QW_DTYPE_COUNT; d++) total += c->prof_s[s][d];
+        for (int d = 0; d < QW_DTYPE_COUNT; d++) total += c->prof_s[kind][s][d];
     if (total <= 0) return;
-    fprintf(stderr, "qwenc: profile: %lld passes, %lld tokens, %.3f s in forward (%s)\n", (long long)c->prof_passes,
-            (long long)c->prof_tokens, total, qw_precision_name(c->precision));
+    fprintf(stderr, "qwenc: profile: %s: %lld passes, %lld tokens, %.3f s in forward (%s)\n",
+            kind == PROF_DECODE ? "decode (batches <= " QW_STR(PROF_DECODE_MAX) ")" : "prefill",
+            (long long)c->prof_passes[kind], (long long)c->prof_tokens[kind], total, qw_precision_name(c->precision));
     for (int s = 0; s < P_STEPS; s++)
         for (int d = 0; d < QW_DTYPE_COUNT; d++) {
-            if (!c->prof_calls[s][d]) continue;
+            if (!c->prof_calls[kind][s][d]) continue;
             fprintf(stderr, "qwenc: profile: %-30s %-5s %6.2f%% %9.3f ms %8.1f us/pass\n", prof_names[s],
                     prof_by_dtype(s) ? qw_dtype_name((qw_dtype)d) : "",
-                    100.0 * c->prof_s[s][d] / total, 1e3 * c->prof_s[s][d],
-                    1e6 * c->prof_s[s][d] / (double)(c->prof_passes ? c->prof_passes : 1));
+                    100.0 * c->prof_s[kind][s][d] / total, 1e3 * c->prof_s[kind][s][d],
+                    1e6 * c->prof_s[kind][s][d] / (double)c->prof_passes[kind]);
         }
 }
 
@@ -155,7 +161,7 @@ static void *xmalloc64(size_t n) {
 
 void ctx_free(qw_ctx *c) {
     if (!c) return;
-    if (c->prof_on) prof_print(c);
+    if (c->prof_on) prof_print(c, PROF_DECODE), prof_print(c, PROF_PREFILL);
     free(c->k_cache);
     free(c->v_cache);
     free(c->rope_cos);
@@ -536,7 +542,10 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
     const int64_t H = cfg->hidden, I = cfg->inter, n = b->n;
     c->b = b;
 
-    if (c->prof_on) c->prof_passes++, c->prof_tokens += n;
+    if (c->prof_on) {
+        c->prof_kind = n <= PROF_DECODE_MAX ? PROF_DECODE : PROF_PREFILL;
+        c->prof_passes[c->prof_kind]++, c->prof_tokens[c->prof_kind] += n;
+    }
 
     /* embeddings */
     double t0 = prof_start(c);
