@@ -64,10 +64,12 @@ KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q
  * for every 4-row tile). The integer sums are exact in any order and the
  * float steps are the tiles' (the reference's), so the result is bitwise
  * theirs. One thread, n = 512, 1536 x 1536, CPU time (bench_qdot_kquant,
- * busy machine): Q4_K 127 -> 155 GOP/s, Q5_K 120 -> 158, Q6_K 105 -> 203. */
+ * busy machine): Q4_K 127 -> 173 GOP/s, Q5_K 120 -> 164-171, Q6_K 105 ->
+ * 194-209. The buffers live on the stack (about 200 KiB with KP_XT_CAP):
+ * fine for the default 8 MiB thread stacks of glibc. */
 #define KP_ROWS 4                 /* rows per pass over a token */
 #define KP_WT_CAP (64 * 1024)     /* bytes of transposed weights on the stack */
-#define KP_XT_CAP (96 * 1024)     /* bytes of transposed activations on the stack */
+#define KP_XT_CAP (128 * 1024)    /* bytes of transposed activations on the stack */
 #define KP_TOKENS 32              /* tokens per block at most */
 
 /* One transposed super-block of a weight row: quants, the int32 scale of
@@ -115,9 +117,13 @@ INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b
         row_q45 r;
         prep_row_q45(&r, b, five);
         UNROLL for (int j = 0; j < 8; j++) w[j] = r.w[j];
-        int32_t sm[16];
-        for (int j = 0; j < 8; j++) qw_kquant_scale_min(b + 4, j, &sm[j], &sm[8 + j]);
-        o->sc = _mm512_loadu_si512((const void *)sm);
+        /* the 6-bit scales as in scales_q45, as int32 lanes (r.mn: the mins) */
+        uint32_t u0, u1, u2;
+        memcpy(&u0, b + 4, 4);
+        memcpy(&u1, b + 8, 4);
+        memcpy(&u2, b + 12, 4);
+        uint64_t scv = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
+        o->sc = pair512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)scv)), r.mn);
         *d = f16_at(b);
         *dmin = f16_at(b + 2);
     }
