@@ -25,6 +25,11 @@
  * fused attention kernel (kernels.h: attn) for the kv head's query heads.
  * The small per-token steps (norms, bias, RoPE, residual adds) run on the
  * calling thread.
+ *
+ * Profile: QWENC_PROFILE=1 in the environment makes each step of the pass
+ * timed (wall clock, on the calling thread, so a parallel step's time
+ * includes waiting for its slowest share) and the totals printed to stderr
+ * when the context is freed. Off, it costs one predictable branch per step.
  */
 #include "infer/forward.h"
 
@@ -43,6 +48,26 @@
 #define ROW_ALIGN 16
 /* Shares per thread of a matmul (see mm_shares). */
 #define MM_SHARES 4
+
+/* The steps of the pass that QWENC_PROFILE times. */
+enum {
+    P_EMBED,
+    P_NORM_Q,
+    P_MM_QKV,
+    P_ROPE,
+    P_ATTN,
+    P_QUANT,
+    P_MM_O,
+    P_MM_GATE_UP,
+    P_MM_DOWN,
+    P_FINAL_NORM,
+    P_MM_LM_HEAD,
+    P_STEPS
+};
+enum { PROF_DECODE, PROF_PREFILL };
+#define PROF_DECODE_MAX 8 /* batches of up to this many tokens count as decode */
+#define QW_STR_(x) #x
+#define QW_STR(x) QW_STR_(x)
 
 struct qw_ctx {
     const qw_model *m;
@@ -80,7 +105,51 @@ struct qw_ctx {
     /* the batch being run (for the parallel jobs) */
     const qw_batch *b;
     int layer;
+    /* QWENC_PROFILE: per kind of pass (PROF_DECODE, PROF_PREFILL), seconds
+     * and calls per (step, weight dtype) */
+    int prof_on, prof_kind;
+    int64_t prof_passes[2], prof_tokens[2];
+    double prof_s[2][P_STEPS][QW_DTYPE_COUNT];
+    int64_t prof_calls[2][P_STEPS][QW_DTYPE_COUNT];
 };
+
+static const char *const prof_names[P_STEPS] = {
+    "embed", "norm+quantize", "matmul qkv", "bias+rope+kv store", "attention", "quantize (o/down/lm_head in)",
+    "matmul o", "matmul gate/up+silu", "matmul down", "final norm", "matmul lm_head"};
+
+/* Start of a profiled step: its start time, or 0 when profiling is off. */
+static double prof_start(const qw_ctx *c) { return c->prof_on ? qw_now() : 0.0; }
+
+static void prof_end(qw_ctx *c, int step, qw_dtype dt, double t0) {
+    if (!c->prof_on) return;
+    c->prof_s[c->prof_kind][step][dt] += qw_now() - t0;
+    c->prof_calls[c->prof_kind][step][dt]++;
+}
+
+/* Steps timed per weight type (the others are keyed by dtype 0). */
+static int prof_by_dtype(int step) {
+    return step == P_EMBED || step == P_MM_QKV || step == P_QUANT || step == P_MM_O || step == P_MM_GATE_UP ||
+           step == P_MM_DOWN || step == P_MM_LM_HEAD;
+}
+
+/* The profile's totals, per step and weight type, with their shares. */
+static void prof_print(const qw_ctx *c, int kind) {
+    double total = 0;
+    for (int s = 0; s < P_STEPS; s++)
+        for (int d = 0; d < QW_DTYPE_COUNT; d++) total += c->prof_s[kind][s][d];
+    if (total <= 0) return;
+    fprintf(stderr, "qwenc: profile: %s: %lld passes, %lld tokens, %.3f s in forward (%s)\n",
+            kind == PROF_DECODE ? "decode (batches <= " QW_STR(PROF_DECODE_MAX) ")" : "prefill",
+            (long long)c->prof_passes[kind], (long long)c->prof_tokens[kind], total, qw_precision_name(c->precision));
+    for (int s = 0; s < P_STEPS; s++)
+        for (int d = 0; d < QW_DTYPE_COUNT; d++) {
+            if (!c->prof_calls[kind][s][d]) continue;
+            fprintf(stderr, "qwenc: profile: %-30s %-5s %6.2f%% %9.3f ms %8.1f us/pass\n", prof_names[s],
+                    prof_by_dtype(s) ? qw_dtype_name((qw_dtype)d) : "",
+                    100.0 * c->prof_s[kind][s][d] / total, 1e3 * c->prof_s[kind][s][d],
+                    1e6 * c->prof_s[kind][s][d] / (double)c->prof_passes[kind]);
+        }
+}
 
 static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
 
@@ -92,6 +161,7 @@ static void *xmalloc64(size_t n) {
 
 void ctx_free(qw_ctx *c) {
     if (!c) return;
+    if (c->prof_on) prof_print(c, PROF_DECODE), prof_print(c, PROF_PREFILL);
     free(c->k_cache);
     free(c->v_cache);
     free(c->rope_cos);
@@ -199,6 +269,8 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
         return NULL;
     }
     rope_table(c->rope_cos, c->rope_sin, n_ctx, c->hd, cfg->rope_theta);
+    const char *prof = getenv("QWENC_PROFILE");
+    c->prof_on = prof && *prof && strcmp(prof, "0") != 0;
     return c;
 }
 
@@ -308,8 +380,8 @@ static void quantize_rows(qw_ctx *c, qw_pool *pool, const float *X, int64_t ldx,
 }
 
 /* One matmul; in FAST mode with an integer kernel, its input is quantized first. */
-static void matmul_par(qw_ctx *c, qw_pool *pool, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
-                       const qw_mat *W) {
+static void matmul_par(qw_ctx *c, qw_pool *pool, int step, float *Y, int64_t ldy, const float *X, int64_t ldx,
+                       int64_t n, const qw_mat *W) {
     mm_job j;
     memset(&j, 0, sizeof j);
     j.n_mats = 1;
@@ -320,10 +392,14 @@ static void matmul_par(qw_ctx *c, qw_pool *pool, float *Y, int64_t ldy, const fl
     j.ldx = ldx;
     j.n = n;
     if (use_q(c, W)) {
+        double tq = prof_start(c);
         quantize_rows(c, pool, X, ldx, W->cols, n);
+        prof_end(c, P_QUANT, W->dtype, tq);
         j.XQ = c->xq, j.ldxq = c->xq_ld;
     }
+    double t0 = prof_start(c);
     pool_run_n(pool, mm_run, &j, mm_shares(pool));
+    prof_end(c, step, W->dtype, t0);
 }
 
 /* Causal GQA attention at one layer, one work item per (token, kv head):
@@ -466,17 +542,26 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
     const int64_t H = cfg->hidden, I = cfg->inter, n = b->n;
     c->b = b;
 
+    if (c->prof_on) {
+        c->prof_kind = n <= PROF_DECODE_MAX ? PROF_DECODE : PROF_PREFILL;
+        c->prof_passes[c->prof_kind]++, c->prof_tokens[c->prof_kind] += n;
+    }
+
     /* embeddings */
+    double t0 = prof_start(c);
     int64_t erb = qw_dtype_row_bytes(m->embed.dtype, H);
     for (int t = 0; t < n; t++)
         K->to_f32[m->embed.dtype](c->x + t * H, (const char *)m->embed.data + (int64_t)b->tokens[t] * erb, H);
+    prof_end(c, P_EMBED, m->embed.dtype, t0);
 
     for (int l = 0; l < cfg->n_layers; l++) {
         const qw_layer *L = &m->layers[l];
         c->layer = l;
         /* x += previous layer's MLP output (in tmp), then the input norm */
         int q_qkv = use_q(c, &L->wq) || use_q(c, &L->wk) || use_q(c, &L->wv);
+        t0 = prof_start(c);
         tok_step(c, pool, l ? TOK_ADD_NORM : TOK_NORM, L->attn_norm, L, l, q_qkv);
+        prof_end(c, P_NORM_Q, 0, t0);
 
         mm_job j;
         memset(&j, 0, sizeof j);
@@ -486,14 +571,22 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.mm[2].Y = c->v, j.mm[2].ldy = c->kv_dim, j.mm[2].W = &L->wv;
         j.X = c->xn, j.ldx = H, j.n = n;
         if (q_qkv) j.XQ = c->xq, j.ldxq = c->xq_ld;
+        t0 = prof_start(c);
         pool_run_n(pool, mm_run, &j, mm_shares(pool));
+        prof_end(c, P_MM_QKV, L->wq.dtype, t0);
 
+        t0 = prof_start(c);
         tok_step(c, pool, TOK_QKV, NULL, L, l, 0);
+        prof_end(c, P_ROPE, 0, t0);
+        t0 = prof_start(c);
         pool_run(pool, att_run, c);
+        prof_end(c, P_ATTN, 0, t0);
 
-        matmul_par(c, pool, c->tmp, H, c->att, c->q_dim, n, &L->wo);
+        matmul_par(c, pool, P_MM_O, c->tmp, H, c->att, c->q_dim, n, &L->wo);
         int q_mlp = use_q(c, &L->w_gate) || use_q(c, &L->w_up);
+        t0 = prof_start(c);
         tok_step(c, pool, TOK_ADD_NORM, L->mlp_norm, L, l, q_mlp);
+        prof_end(c, P_NORM_Q, 0, t0);
 
         memset(&j, 0, sizeof j);
         j.n_mats = 2;
@@ -502,13 +595,16 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.X = c->xn, j.ldx = H, j.n = n;
         j.silu_g = c->gate, j.silu_u = c->up, j.silu_ld = I;
         if (q_mlp) j.XQ = c->xq, j.ldxq = c->xq_ld;
+        t0 = prof_start(c);
         pool_run_n(pool, mm_run, &j, mm_shares(pool));
+        prof_end(c, P_MM_GATE_UP, L->w_gate.dtype, t0);
 
-        matmul_par(c, pool, c->tmp, H, c->gate, I, n, &L->w_down);
+        matmul_par(c, pool, P_MM_DOWN, c->tmp, H, c->gate, I, n, &L->w_down);
     }
 
     /* last residual add, final norm and lm_head: only for the rows that
      * want logits (the other rows' hidden states are not needed any more) */
+    t0 = prof_start(c);
     c->n_out = 0;
     for (int t = 0; t < n; t++) {
         int want = b->want_logits ? b->want_logits[t] != 0 : t == n - 1;
@@ -517,7 +613,8 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         K->rmsnorm(c->xn + (int64_t)c->n_out * H, c->x + t * H, m->final_norm, H, cfg->rms_eps);
         c->out_rows[c->n_out++] = t;
     }
-    if (c->n_out > 0) matmul_par(c, pool, c->logits, cfg->vocab, c->xn, H, c->n_out, &m->lm_head);
+    prof_end(c, P_FINAL_NORM, 0, t0);
+    if (c->n_out > 0) matmul_par(c, pool, P_MM_LM_HEAD, c->logits, cfg->vocab, c->xn, H, c->n_out, &m->lm_head);
     c->b = NULL;
     return 0;
 }

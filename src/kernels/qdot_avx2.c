@@ -11,8 +11,8 @@
  * of exact sums, lane j = block 8g + j = lane b % 8 of the reference, and
  * one fmadd per group applies the scales.
  *
- * Loop order as in qdot_avx512vnni.c: decode n = 1 two rows per pass, n =
- * 2..7 one row against chunks of up to 4 tokens; prefill on transposed
+ * Loop order as in qdot_avx512vnni.c: decode one row at a time against
+ * chunks of up to 4 tokens; prefill on transposed
  * blocks (below). Every path gives the same bits.
  */
 #include "kernels/kernels_impl.h"
@@ -331,31 +331,6 @@ INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int
     }
 }
 
-/* Decode (one token): two consecutive rows per pass, two independent chains. */
-INLINE void rows2_token(int T, float *Y, const uint8_t *xr, const uint8_t *w, int64_t rb, int64_t k) {
-    const int64_t nb = k / 32;
-    const int B = blk_bytes(T);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    for (int64_t g = 0; g * 8 < nb; g++) {
-        int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
-        const uint8_t *w0 = w + 8 * g * B, *w1 = w0 + rb;
-        UNROLL
-        for (int off = 0; off < 8 * B; off += 64) {
-            _mm_prefetch((const char *)(w0 + PF_DIST + off), _MM_HINT_T0);
-            _mm_prefetch((const char *)(w1 + PF_DIST + off), _MM_HINT_T0);
-        }
-        xgroup xv;
-        load_x(&xv, xr, k, nb, g, nbl);
-        wgroup wv;
-        load_group(T, &wv, w0, nbl);
-        a0 = group_dot(T, &wv, &xv, a0);
-        load_group(T, &wv, w1, nbl);
-        a1 = group_dot(T, &wv, &xv, a1);
-    }
-    Y[0] = tree(a0);
-    Y[1] = tree(a1);
-}
-
 INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                              int64_t k, int64_t o0, int64_t o1) {
     const int64_t rb = k / 32 * blk_bytes(T);
@@ -364,12 +339,7 @@ INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64
         matmul_q_prefill(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
         return;
     }
-    if (n == 1) {
-        int64_t o = o0;
-        for (; o + 2 <= o1; o += 2) rows2_token(T, Y + o, X, (const uint8_t *)W + o * rb, rb, k);
-        if (o < o1) row_tokens(T, 1, Y + o, ldy, X, ldxq, (const uint8_t *)W + o * rb, k);
-        return;
-    }
+    /* decode: one row at a time, one sequential weight stream (see the header) */
     for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
         int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
         for (int64_t o = o0; o < o1; o++) {

@@ -11,10 +11,12 @@
  * one vector of the 8 blocks' exact sums, lane j = block 8g + j = lane
  * b % 8 of the reference, and one fmadd per group applies the scales.
  *
- * Decode (n < PREFILL_MIN): n = 1 takes two consecutive rows per pass (a
- * row is contiguous, so the weight stream stays sequential; prefetched
- * ahead); n = 2..7 takes one row against chunks of up to 4 tokens that
- * share each unpacked group. Prefill (n >= PREFILL_MIN) has its own layout,
+ * Decode (n < PREFILL_MIN): one row at a time, front to back, against
+ * chunks of up to 4 tokens that share each unpacked group (n = 1: one
+ * token). One row per pass keeps a single sequential weight stream, which
+ * DRAM serves best: measured on the Zen 4 VM, one thread, a 300 MB matrix,
+ * n = 1: Q8_0 11.2 -> 18-21 GB/s against two interleaved rows per pass,
+ * Q5_0 about even (its unpacking is the limit there). Prefill (n >= PREFILL_MIN) has its own layout,
  * below, without the reduction. Every path gives the same bits.
  */
 #include "kernels/kernels_impl.h"
@@ -225,11 +227,17 @@ INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, 
  * horizontal reduction; one permute puts the 16 sums in block order. The
  * float steps are the reference's, lanes 0..7 (blocks 16g..16g+7) before
  * lanes 8..15, so the result is bitwise the decode path's. Tokens go in
- * blocks of TOK_BLOCK so their QA8 rows stay in L2 across the row blocks. */
+ * blocks of up to TOK_BLOCK (as many as fit in XT_CAP), whose quants are
+ * transposed once per block into xt (on the stack, in L1/L2) rather than
+ * once per token and row block: that transpose was 24 shuffles per 64
+ * vpdpbusd of each token's G16 (one thread, n = 512, best of 10, busy
+ * machine: Q5_0 4864 x 896 115-149 -> 141-193 GOP/s, 896 x 4864 97-102
+ * -> 105-118 GOP/s). */
 #define PREFILL_MIN 8
 #define RB_MAX 8              /* rows transposed together */
 #define WT_CAP (40 * 1024)    /* bytes of transposed weights on the stack */
 #define WT_MAX_G16 (WT_CAP / 512) /* rows up to 80 * 512 = 40960 weights take this path */
+#define XT_CAP (96 * 1024)    /* bytes of transposed activations on the stack: >= 2 tokens of the widest row */
 
 /* 16 blocks as 8 zmm (2 blocks each, in order) -> 8 zmm, lane 4q + r of each
  * holding a dword of block pi = {0,2,4,6, 1,3,5,7, 8,10,12,14, 9,11,13,15}
@@ -293,14 +301,9 @@ INLINE __m512i ld16_tail(const void *p, int64_t nb, int64_t g) {
     return _mm512_maskz_loadu_epi32(mk, (const int32_t *)p + 16 * g);
 }
 
-/* One token (QA8 row xr) against RB transposed rows (row stride wt_ld
- * bytes, scales wd/wm at stride 16 * ng): Y[r] for r < RB. */
-INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8_t *wt, int64_t wt_ld, const float *wd,
-                         const float *wm, int64_t k, int64_t ng) {
-    const int64_t nb = k / 32;
-    __m256 acc[RB_MAX];
-    UNROLL
-    for (int r = 0; r < RB; r++) acc[r] = _mm256_setzero_ps();
+/* A token's QA8 quants (row xr, nb blocks) -> ng transposed G16 units at
+ * xt (zero past nb). */
+INLINE void transpose_x(uint8_t *xt, const uint8_t *xr, int64_t nb, int64_t ng) {
     for (int64_t g = 0; g < ng; g++) {
         __m512i xv[8];
         UNROLL
@@ -310,6 +313,24 @@ INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8
             xv[m] = _mm512_maskz_loadu_epi8(mk, xr + 512 * g + 64 * m);
         }
         transpose16(xv);
+        UNROLL
+        for (int m = 0; m < 8; m++) _mm512_store_si512((void *)(xt + 512 * g + 64 * m), xv[m]);
+    }
+}
+
+/* One token (QA8 row xr, its quants transposed at xt) against RB
+ * transposed rows (row stride wt_ld bytes, scales wd/wm at stride 16 * ng):
+ * Y[r] for r < RB. */
+INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8_t *xt, const uint8_t *wt,
+                         int64_t wt_ld, const float *wd, const float *wm, int64_t k, int64_t ng) {
+    const int64_t nb = k / 32;
+    __m256 acc[RB_MAX];
+    UNROLL
+    for (int r = 0; r < RB; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i xv[8];
+        UNROLL
+        for (int m = 0; m < 8; m++) xv[m] = _mm512_load_si512((const void *)(xt + 512 * g + 64 * m));
         __m512 dx = _mm512_castsi512_ps(ld16_tail(xr + k, nb, g));
         __m512i sx = ld16_tail(xr + k + 4 * nb, nb, g);
         __m512i off = blk_off_log2(T) >= 0 ? _mm512_slli_epi32(sx, blk_off_log2(T)) : _mm512_setzero_si512();
@@ -349,20 +370,23 @@ INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int
                              const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
     const int64_t nb = k / 32, ng = (nb + 15) / 16, rb = nb * blk_bytes(T), wt_ld = ng * 512;
     _Alignas(64) uint8_t wt[WT_CAP];
+    _Alignas(64) uint8_t xt[XT_CAP];
     _Alignas(64) float wd[WT_MAX_G16 * 16], wm[WT_MAX_G16 * 16];
     int64_t rbmax = WT_CAP / wt_ld < RB_MAX ? WT_CAP / wt_ld : RB_MAX;
-    for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
-        int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
+    int64_t tb = XT_CAP / wt_ld < TOK_BLOCK ? XT_CAP / wt_ld : TOK_BLOCK; /* a token's G16s take wt_ld bytes too */
+    for (int64_t t0 = 0; t0 < n; t0 += tb) {
+        int64_t t1 = t0 + tb < n ? t0 + tb : n;
+        for (int64_t t = t0; t < t1; t++) transpose_x(xt + (t - t0) * wt_ld, X + t * ldxq, nb, ng);
         for (int64_t r0 = o0; r0 < o1; r0 += rbmax) {
             int64_t nr = o1 - r0 < rbmax ? o1 - r0 : rbmax;
             for (int64_t r = 0; r < nr; r++)
                 transpose_w(T, wt + r * wt_ld, wd + r * 16 * ng, wm + r * 16 * ng, W + (r0 + r) * rb, nb, ng);
             for (int64_t t = t0; t < t1; t++) {
                 float *y = Y + t * ldy + r0;
-                const uint8_t *xr = X + t * ldxq;
+                const uint8_t *xr = X + t * ldxq, *xtt = xt + (t - t0) * wt_ld;
                 switch (nr) {
-#define ROWS(R)                                                        \
-    case R: token_rows_t(T, R, y, xr, wt, wt_ld, wd, wm, k, ng); break;
+#define ROWS(R)                                                              \
+    case R: token_rows_t(T, R, y, xr, xtt, wt, wt_ld, wd, wm, k, ng); break;
                     ROWS(8) ROWS(7) ROWS(6) ROWS(5) ROWS(4) ROWS(3) ROWS(2) ROWS(1)
 #undef ROWS
                 default: break;
@@ -370,32 +394,6 @@ INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int
             }
         }
     }
-}
-
-/* Decode (one token): two consecutive rows per pass share the token's
- * loads and interleave two independent chains. */
-INLINE void rows2_token(int T, float *Y, const uint8_t *xr, const uint8_t *w, int64_t rb, int64_t k) {
-    const int64_t nb = k / 32;
-    const int B = blk_bytes(T);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    for (int64_t g = 0; g * 8 < nb; g++) {
-        int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
-        const uint8_t *w0 = w + 8 * g * B, *w1 = w0 + rb;
-        UNROLL
-        for (int off = 0; off < 8 * B; off += 64) {
-            _mm_prefetch((const char *)(w0 + PF_DIST + off), _MM_HINT_T0);
-            _mm_prefetch((const char *)(w1 + PF_DIST + off), _MM_HINT_T0);
-        }
-        xgroup xv;
-        load_x(&xv, xr, k, nb, g, nbl);
-        wgroup wv;
-        load_group(T, &wv, w0, nbl);
-        a0 = group_dot(T, &wv, &xv, a0);
-        load_group(T, &wv, w1, nbl);
-        a1 = group_dot(T, &wv, &xv, a1);
-    }
-    Y[0] = tree(a0);
-    Y[1] = tree(a1);
 }
 
 INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
@@ -406,12 +404,7 @@ INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64
         matmul_q_prefill(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
         return;
     }
-    if (n == 1) {
-        int64_t o = o0;
-        for (; o + 2 <= o1; o += 2) rows2_token(T, Y + o, X, (const uint8_t *)W + o * rb, rb, k);
-        if (o < o1) row_tokens(T, 1, Y + o, ldy, X, ldxq, (const uint8_t *)W + o * rb, k);
-        return;
-    }
+    /* decode: one row at a time, one sequential weight stream (see the header) */
     for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
         int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
         for (int64_t o = o0; o < o1; o++) {

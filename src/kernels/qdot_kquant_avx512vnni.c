@@ -9,6 +9,7 @@
  * sums. Q6_K: unsigned q (0..63); each sub-block's vpdpbusd starts from
  * -32 * qx (summed 4 at a time, once per token and super-block), so it
  * gives the sums of (q - 32) * qx that the packs in scaled_sums need.
+ * Prefill (n > TILE_TOKENS) takes its own transposed path (below).
  */
 #include "kernels/kernels_impl.h"
 
@@ -48,9 +49,185 @@ INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);
 }
 
-KQ_KERNEL(matmul_q_q4_k, avx512vnni, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, 144)
-KQ_KERNEL(matmul_q_q5_k, avx512vnni, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, 176)
-KQ_KERNEL(matmul_q_q6_k, avx512vnni, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, 210)
+KQ_KERNEL(matmul_q_q4_k, tiles, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, 144)
+KQ_KERNEL(matmul_q_q5_k, tiles, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, 176)
+KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, 210)
+
+/* ---- prefill (n > TILE_TOKENS): super-blocks transposed ----
+ * A super-block's 256 quants are 16 groups of 16 (group i: sub-block i % 8,
+ * its first half for i < 8, its second for i >= 8). transpose_sb puts
+ * them into 4 zmm whose int32 lane i holds 4 bytes of group i, so 4
+ * vpdpbusd leave each group's exact sum in its own lane: no horizontal
+ * reduction (the tiles' scaled_sums) per row and token. Weight rows are
+ * transposed once per block of tokens, each token once per call, with its
+ * Q6_K offsets (-32 times each group's activation sum; the tiles redo them
+ * for every 4-row tile). The integer sums are exact in any order and the
+ * float steps are the tiles' (the reference's), so the result is bitwise
+ * theirs. One thread, n = 512, 1536 x 1536, CPU time (bench_qdot_kquant,
+ * busy machine): Q4_K 127 -> 173 GOP/s, Q5_K 120 -> 164-171, Q6_K 105 ->
+ * 194-209. The buffers live on the stack (about 200 KiB with KP_XT_CAP):
+ * fine for the default 8 MiB thread stacks of glibc. */
+#define KP_ROWS 4                 /* rows per pass over a token */
+#define KP_WT_CAP (64 * 1024)     /* bytes of transposed weights on the stack */
+#define KP_XT_CAP (128 * 1024)    /* bytes of transposed activations on the stack */
+#define KP_TOKENS 32              /* tokens per block at most */
+
+/* One transposed super-block of a weight row: quants, the int32 scale of
+ * each lane (Q6_K: per 16-weight group; Q4_K / Q5_K: lanes 0-7 the scale,
+ * 8-15 the min of sub-block i % 8), d and dmin. */
+typedef struct {
+    __m512i q[4];
+    __m512i sc;
+} kp_wsb;
+
+/* One transposed super-block of a token: quants and the Q6_K offsets. */
+typedef struct {
+    __m512i q[4];
+    __m512i off;
+} kp_xsb;
+
+/* z[m] = sub-blocks 2m and 2m + 1 (32 bytes each) -> t[c], lane i = dword
+ * c of group i. */
+INLINE void transpose_sb(__m512i t[4], const __m512i z[4]) {
+    UNROLL for (int c = 0; c < 4; c++) {
+        /* lane i: sub-block j = i % 8 (j % 4 picks the pair and the half of it), half i / 8 */
+        const __m512i idx = _mm512_setr_epi32(0 + c, 8 + c, 16 + c, 24 + c, 0 + c, 8 + c, 16 + c, 24 + c, 4 + c,
+                                              12 + c, 20 + c, 28 + c, 4 + c, 12 + c, 20 + c, 28 + c);
+        __m512i lo = _mm512_permutex2var_epi32(z[0], idx, z[1]), hi = _mm512_permutex2var_epi32(z[2], idx, z[3]);
+        t[c] = _mm512_mask_blend_epi32((__mmask16)0xf0f0, lo, hi);
+    }
+}
+
+INLINE __m512i pair512(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+
+/* Weight super-block at b (BYTES 144 / 176: Q4_K / Q5_K, 210: Q6_K). */
+INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b, int five) {
+    __m256i w[8];
+    if (Q6) {
+        row_q6 r;
+        prep_row_q6(&r, b);
+        UNROLL for (int j = 0; j < 8; j++) w[j] = r.w[j];
+        /* lane i: sc[2 (i % 8) + i / 8] */
+        const __m128i s = _mm_loadu_si128((const __m128i *)(b + 192));
+        o->sc = _mm512_cvtepi8_epi32(
+            _mm_shuffle_epi8(s, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+        *d = f16_at(b + 208);
+        *dmin = 0.0f;
+    } else {
+        row_q45 r;
+        prep_row_q45(&r, b, five);
+        UNROLL for (int j = 0; j < 8; j++) w[j] = r.w[j];
+        /* the 6-bit scales as in scales_q45, as int32 lanes (r.mn: the mins) */
+        uint32_t u0, u1, u2;
+        memcpy(&u0, b + 4, 4);
+        memcpy(&u1, b + 8, 4);
+        memcpy(&u2, b + 12, 4);
+        uint64_t scv = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
+        o->sc = pair512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)scv)), r.mn);
+        *d = f16_at(b);
+        *dmin = f16_at(b + 2);
+    }
+    __m512i z[4];
+    UNROLL for (int m = 0; m < 4; m++) z[m] = pair512(w[2 * m], w[2 * m + 1]);
+    transpose_sb(o->q, z);
+}
+
+INLINE void kp_prep_x(int Q6, kp_xsb *o, const uint8_t *xr, int64_t B) {
+    __m512i z[4];
+    UNROLL for (int m = 0; m < 4; m++) z[m] = _mm512_loadu_si512((const void *)(xr + 256 * B + 64 * m));
+    transpose_sb(o->q, z);
+    o->off = _mm512_setzero_si512();
+    if (Q6) {
+        const __m512i k32 = _mm512_set1_epi8(32);
+        __m512i a = _mm512_setzero_si512();
+        UNROLL for (int c = 0; c < 4; c++) a = _mm512_dpbusd_epi32(a, k32, o->q[c]);
+        o->off = _mm512_sub_epi32(_mm512_setzero_si512(), a);
+    }
+}
+
+/* One token against R transposed rows: Y[r] for r < R. */
+INLINE void kp_token_rows(int Q6, int R, float *Y, const kp_xsb *xt, const uint8_t *xr, int64_t k, const kp_wsb *wt,
+                          const float *wd, const float *wdm, int64_t nsb) {
+    __m256 acc[KP_ROWS];
+    UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    const float *dxp = (const float *)(xr + k);
+    const int32_t *sxp = (const int32_t *)(xr + k + 4 * (k / 32));
+    for (int64_t B = 0; B < nsb; B++) {
+        const kp_xsb *x = xt + B;
+        const __m256 dx = _mm256_loadu_ps(dxp + 8 * B);
+        const __m256i sx = Q6 ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(sxp + 8 * B));
+        __m512i p[KP_ROWS];
+        UNROLL for (int r = 0; r < R; r++) p[r] = x->off;
+        UNROLL for (int c = 0; c < 4; c++)
+            UNROLL for (int r = 0; r < R; r++) p[r] = _mm512_dpbusd_epi32(p[r], wt[r * nsb + B].q[c], x->q[c]);
+        UNROLL for (int r = 0; r < R; r++) {
+            const kp_wsb *w = &wt[r * nsb + B];
+            __m256i isum;
+            if (Q6) {
+                __m512i ps = _mm512_mullo_epi32(p[r], w->sc);
+                isum = _mm256_add_epi32(_mm512_castsi512_si256(ps), _mm512_extracti64x4_epi64(ps, 1));
+            } else {
+                __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(p[r]), _mm512_extracti64x4_epi64(p[r], 1));
+                isum = _mm256_mullo_epi32(s8, _mm512_castsi512_si256(w->sc));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(wd[r * nsb + B]), dx), _mm256_cvtepi32_ps(isum),
+                                     acc[r]);
+            if (!Q6) {
+                __m256i msum = _mm256_mullo_epi32(_mm512_extracti64x4_epi64(w->sc, 1), sx);
+                acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(wdm[r * nsb + B]), dx),
+                                          _mm256_cvtepi32_ps(msum), acc[r]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < R; r++) Y[r] = lanes_sum(acc[r]);
+}
+
+/* 0 when a row or a token does not fit the stack buffers (the caller then
+ * uses the tiles). */
+INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
+                     const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
+    const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * bytes;
+    const int64_t row_t = nsb * (int64_t)sizeof(kp_wsb), tok_t = nsb * (int64_t)sizeof(kp_xsb);
+    if (row_t * KP_ROWS > KP_WT_CAP || tok_t > KP_XT_CAP) return 0;
+    int64_t tb = KP_XT_CAP / tok_t < KP_TOKENS ? KP_XT_CAP / tok_t : KP_TOKENS;
+    kp_wsb wt[KP_WT_CAP / sizeof(kp_wsb)];
+    kp_xsb xt[KP_XT_CAP / sizeof(kp_xsb)];
+    float wd[KP_WT_CAP / sizeof(kp_wsb)], wdm[KP_WT_CAP / sizeof(kp_wsb)];
+    for (int64_t t0 = 0; t0 < n; t0 += tb) {
+        const int64_t t1 = t0 + tb < n ? t0 + tb : n;
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t B = 0; B < nsb; B++) kp_prep_x(Q6, &xt[(t - t0) * nsb + B], X + t * ldxq, B);
+        for (int64_t r0 = o0; r0 < o1; r0 += KP_ROWS) {
+            const int64_t nr = o1 - r0 < KP_ROWS ? o1 - r0 : KP_ROWS;
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t B = 0; B < nsb; B++)
+                    kp_prep_w(Q6, &wt[r * nsb + B], &wd[r * nsb + B], &wdm[r * nsb + B],
+                              W + (r0 + r) * rb + B * bytes, five);
+            for (int64_t t = t0; t < t1; t++) {
+                float *y = Y + t * ldy + r0;
+                const kp_xsb *x = &xt[(t - t0) * nsb];
+                const uint8_t *xr = X + t * ldxq;
+                switch (nr) {
+                case 4: kp_token_rows(Q6, 4, y, x, xr, k, wt, wd, wdm, nsb); break;
+                case 3: kp_token_rows(Q6, 3, y, x, xr, k, wt, wd, wdm, nsb); break;
+                case 2: kp_token_rows(Q6, 2, y, x, xr, k, wt, wd, wdm, nsb); break;
+                default: kp_token_rows(Q6, 1, y, x, xr, k, wt, wd, wdm, nsb); break;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+#define KP_ENTRY(NAME, Q6, FIVE, BYTES)                                                                             \
+    static void NAME##_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, \
+                                  int64_t k, int64_t o0, int64_t o1) {                                            \
+        if (n > TILE_TOKENS && o1 > o0 && kp_matmul(Q6, FIVE, BYTES, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;  \
+        NAME##_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                           \
+    }
+KP_ENTRY(matmul_q_q4_k, 0, 0, 144)
+KP_ENTRY(matmul_q_q5_k, 0, 1, 176)
+KP_ENTRY(matmul_q_q6_k, 1, 0, 210)
 
 int kernels_fill_qdot_kquant_avx512vnni(qw_kernels *k) {
     k->matmul_q[QW_Q4_K] = matmul_q_q4_k_avx512vnni;

@@ -64,6 +64,25 @@ def test_warmup_changes_nothing_but_timing(model_dir):
     assert a == b
 
 
+def test_profile_env_prints_steps_and_changes_nothing(model_dir):
+    """QWENC_PROFILE=1 times the forward pass's steps (decode and prefill
+    apart) and prints them at exit; the tokens are those of a plain run."""
+    args = [QWENC, model_dir, "--tokens", IDS, "-n", "6", "--greedy", "--threads", THREADS]
+    env = dict(os.environ)
+    env.pop("QWENC_PROFILE", None)
+    plain = run(args, env=env)
+    assert "profile:" not in plain.stderr.decode(errors="replace")
+    env["QWENC_PROFILE"] = "1"
+    r = run(args, env=env)
+    assert out_ids(r, 6) == out_ids(plain, 6)
+    err = r.stderr.decode(errors="replace")
+    # the 20-id prompt is one prefill pass; each new token one decode pass
+    assert re.search(r"profile: prefill: 1 passes, 20 tokens", err), err[-2000:]
+    assert re.search(r"profile: decode \(batches <= 8\): 5 passes, 5 tokens", err), err[-2000:]
+    for step in ("matmul qkv", "attention", "matmul gate/up\\+silu", "matmul down", "matmul lm_head"):
+        assert len(re.findall(r"profile: " + step + r" .*%", err)) >= 2, (step, err[-2000:])
+
+
 def test_cli_matches_socket_server(model_dir):
     d = tempfile.mkdtemp(prefix="qwe2e", dir="/tmp")
     try:
