@@ -29,12 +29,14 @@
 /* X_L2: bytes of bf16 activation rows a token block may take (half of a
  * 1 MiB L2: the weights and Y share it). PF_DIST: software prefetch distance
  * in each weight row when few tokens share a weight load. */
-enum { ROWS = 4, TOKS = 6, X_L2 = 512 * 1024, PF_DIST = 1024, PF_MAX_T = 2 };
+enum { STREAM_N = 1, ROWS = 4, TOKS = 6, X_L2 = 512 * 1024, PF_DIST = 2048, PF_MAX_T = 2 };
 
 /* Mask of the first m (0..32) bf16 lanes. */
 INLINE __mmask32 lanes32(int64_t m) { return m >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << m) - 1u); }
 
-INLINE __m512bh ld32(const uint16_t *p, __mmask32 m) { return (__m512bh)_mm512_maskz_loadu_epi16(m, p); }
+INLINE __m512bh ld32(const uint16_t *p, __mmask32 m) {
+    return (__m512bh)(m == (__mmask32)0xffffffffu ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(m, p));
+}
 
 /* kernels.h's fold of the 16 lanes: l[j] += l[j+8], += l[j+4], += l[j+2],
  * then l[0] + l[1]. */
@@ -46,24 +48,31 @@ INLINE float fold16(__m512 v) {
     return _mm_cvtss_f32(b);
 }
 
+/* One 32-column step at column i (lanes m) of every (row, token) accumulator. */
+INLINE void step(__m512 acc[ROWS][TOKS], const uint16_t *X, int64_t ldx, const uint16_t *w, int64_t k, int64_t i,
+                 __mmask32 m, const int R, const int T) {
+    __m512bh wv[ROWS];
+    UNROLL for (int r = 0; r < R; r++) {
+        if (T <= PF_MAX_T) _mm_prefetch((const char *)(w + r * k + i) + (R == 1 ? PF_DIST : 2 * R * k), _MM_HINT_T0);
+        wv[r] = ld32(w + r * k + i, m);
+    }
+    UNROLL for (int t = 0; t < T; t++) {
+        __m512bh xv = ld32(X + t * ldx + i, m);
+        UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], xv, wv[r]);
+    }
+}
+
 /* Y[t][r] for r < R rows (from w, stride k) and t < T tokens (from X,
- * stride ldx): full rows of k columns. */
+ * stride ldx): full rows of k columns. Whole 32-column steps unmasked (the
+ * hardware prefetcher follows plain loads better than masked ones), then at
+ * most one masked step: the same instructions as masking every step. */
 INLINE void tile(float *Y, int64_t ldy, const uint16_t *X, int64_t ldx, const uint16_t *w, int64_t k, const int R,
                  const int T) {
     __m512 acc[ROWS][TOKS];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < k; i += 32) {
-        __mmask32 m = lanes32(k - i);
-        __m512bh wv[ROWS];
-        UNROLL for (int r = 0; r < R; r++) {
-            if (T <= PF_MAX_T) _mm_prefetch((const char *)(w + r * k + i) + PF_DIST, _MM_HINT_T0);
-            wv[r] = ld32(w + r * k + i, m);
-        }
-        UNROLL for (int t = 0; t < T; t++) {
-            __m512bh xv = ld32(X + t * ldx + i, m);
-            UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], xv, wv[r]);
-        }
-    }
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) step(acc, X, ldx, w, k, i, (__mmask32)0xffffffffu, R, T);
+    if (i < k) step(acc, X, ldx, w, k, i, lanes32(k - i), R, T);
     UNROLL for (int t = 0; t < T; t++) UNROLL for (int r = 0; r < R; r++) Y[t * ldy + r] = fold16(acc[r][t]);
 }
 
@@ -91,7 +100,7 @@ static void matmul_bf16act_bf16(float *Y, int64_t ldy, const uint16_t *XB, int64
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
         int64_t t1 = t0 + tb < n ? t0 + tb : n;
         int64_t o = o0;
-        for (; o + ROWS <= o1; o += ROWS)
+        for (; n > STREAM_N && o + ROWS <= o1; o += ROWS)
             for (int64_t t = t0; t < t1; t += TOKS) {
                 int T = t1 - t < TOKS ? (int)(t1 - t) : TOKS;
                 tile_4(Y + t * ldy + o, ldy, XB + t * ldxb, ldxb, w + o * k, k, T);
