@@ -11,12 +11,16 @@
  *    order. Every output is thus the same instruction sequence whatever
  *    tile it lands in: batch invariant and bitwise the reference
  *    (bf16dot_ref.c; tests/kernels/test_bf16act.c).
- * Tiles: 4 rows x up to 6 tokens (24 accumulators + 4 weights + 1
- * activation = 29 of the 32 zmm), a 1-row tile for the o1 - o0 tail. For
- * prefill the tokens are taken in blocks whose bf16 rows fit in L2, so each
- * 4-row weight block is read from memory once per token block and then
- * served from L1 to every token tile of the block. Decode (n = 1) streams
- * the weights once with software prefetch ahead in each row.
+ * Tiles, as measured (tools/bench_bf16act.sh, Zen 4):
+ *  - n <= STREAM_N (decode, small batches): one row at a time x up to 6
+ *    tokens, software prefetch PF_DIST ahead in the row: the weights are
+ *    one sequential stream (4-row tiles, 4 interleaved streams with masked
+ *    loads, reached only 9-12 GB/s on lm_head from DRAM against 16-22);
+ *  - larger n (prefill): 4 rows x up to 6 tokens (24 accumulators + 4
+ *    weights + 1 activation = 29 of the 32 zmm), a 1-row tile for the
+ *    o1 - o0 tail; the tokens are taken in blocks whose bf16 rows fit in
+ *    L2, so each 4-row weight block is read from memory once per token
+ *    block and then served from L1 to every token tile of the block.
  */
 #include "kernels/kernels_impl.h"
 
@@ -26,10 +30,11 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
 
-/* X_L2: bytes of bf16 activation rows a token block may take (half of a
- * 1 MiB L2: the weights and Y share it). PF_DIST: software prefetch distance
- * in each weight row when few tokens share a weight load. */
-enum { STREAM_N = 1, ROWS = 4, TOKS = 6, X_L2 = 512 * 1024, PF_DIST = 2048, PF_MAX_T = 2 };
+/* STREAM_N: the largest n that streams one row at a time. X_L2: bytes of
+ * bf16 activation rows a token block may take (half of a 1 MiB L2: the
+ * weights and Y share it). PF_DIST: software prefetch distance (bytes) in the
+ * stream of a 1-row tile. */
+enum { STREAM_N = 8, ROWS = 4, TOKS = 6, X_L2 = 512 * 1024, PF_DIST = 2048 };
 
 /* Mask of the first m (0..32) bf16 lanes. */
 INLINE __mmask32 lanes32(int64_t m) { return m >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << m) - 1u); }
@@ -53,7 +58,7 @@ INLINE void step(__m512 acc[ROWS][TOKS], const uint16_t *X, int64_t ldx, const u
                  __mmask32 m, const int R, const int T) {
     __m512bh wv[ROWS];
     UNROLL for (int r = 0; r < R; r++) {
-        if (T <= PF_MAX_T) _mm_prefetch((const char *)(w + r * k + i) + (R == 1 ? PF_DIST : 2 * R * k), _MM_HINT_T0);
+        if (R == 1) _mm_prefetch((const char *)(w + i) + PF_DIST, _MM_HINT_T0);
         wv[r] = ld32(w + r * k + i, m);
     }
     UNROLL for (int t = 0; t < T; t++) {
