@@ -17,7 +17,10 @@
  * shared by Q/K/V and by gate/up, the attention output, the SiLU product,
  * the final normed rows) is quantized once to QA8 rows in xq, and weights
  * whose type has a matmul_q kernel use it; the norm and the quantization of
- * a row are one step (tok_range). EXACT mode never touches xq.
+ * a row are one step (tok_range). Where a level has a bf16 dot product
+ * (kernels.h: matmul_bf16act), inputs of 16-bit weights without an integer
+ * kernel are rounded once to bf16 rows in xq instead (act_fmt). EXACT mode
+ * never touches xq.
  *
  * Threads: every matmul is split by output rows over the pool (all n tokens
  * of the batch go through one kernel call, so prefill is matrix-matrix);
@@ -100,8 +103,8 @@ struct qw_ctx {
     int n_out;
     int32_t *slot_last; /* [n_slots] scratch for batch validation */
     qw_precision precision;
-    uint8_t *xq;        /* [B][xq_ld] QA8 rows of the current matmul input (FAST) */
-    int64_t xq_ld;      /* bytes per QA8 row: qw_qa8_row_bytes of the widest input, 64-byte multiple */
+    uint8_t *xq;        /* [B][xq_ld] QA8 or bf16 rows of the current matmul input (FAST) */
+    int64_t xq_ld;      /* bytes per row: a bf16 or QA8 row of the widest input, 64-byte multiple */
     /* the batch being run (for the parallel jobs) */
     const qw_batch *b;
     int layer;
@@ -258,7 +261,8 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     c->slot_last = xmalloc((size_t)n_slots * sizeof(int32_t));
     int64_t widest = cfg->hidden > cfg->inter ? cfg->hidden : cfg->inter;
     if (c->q_dim > widest) widest = c->q_dim;
-    c->xq_ld = (qw_qa8_row_bytes(widest) + 63) / 64 * 64;
+    int64_t row_bytes = qw_qa8_row_bytes(widest) > 2 * widest ? qw_qa8_row_bytes(widest) : 2 * widest;
+    c->xq_ld = (row_bytes + 63) / 64 * 64;
     c->xq = xmalloc64(B * (size_t)c->xq_ld);
     if (!c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xn || !c->q || !c->k ||
         !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->scores || !c->logits || !c->out_rows ||
@@ -312,6 +316,8 @@ typedef struct mm_job {
     int64_t ldx, n;
     const uint8_t *XQ; /* X as QA8 rows (stride ldxq), or NULL: float matmuls only */
     int64_t ldxq;
+    const uint16_t *XB; /* X as bf16 rows (stride ldxb elements), or NULL */
+    int64_t ldxb;
     float *silu_g, *silu_u; /* if set: g = silu(g) * u on this thread's rows (gate/up) */
     int64_t silu_ld;
 } mm_job;
@@ -326,6 +332,8 @@ static void mm_run(void *arg, int tid, int nth) {
         if (hi <= lo) continue;
         if (j->XQ && K->matmul_q[W->dtype])
             K->matmul_q[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XQ, j->ldxq, j->n, W->data, W->cols, lo, hi);
+        else if (j->XB && K->matmul_bf16act[W->dtype])
+            K->matmul_bf16act[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XB, j->ldxb, j->n, W->data, W->cols, lo, hi);
         else
             K->matmul[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->X, j->ldx, j->n, W->data, W->cols, lo, hi);
     }
@@ -351,16 +359,41 @@ static int use_q(const qw_ctx *c, const qw_mat *W) {
     return c->precision == QW_PRECISION_FAST && kernels()->matmul_q[W->dtype] && W->cols % QW_QA8_BLOCK == 0;
 }
 
+/* The format a matmul input is converted to in xq: the integer path first,
+ * else bf16 rows where the level multiplies W's type with them. Several
+ * matmuls of one input take the largest (QA8 > BF16 > F32): each one then
+ * uses it if its kernel exists, else the float32 input. Never depends on
+ * the batch, so batching does not change a row's result. */
+enum { ACT_F32, ACT_BF16, ACT_QA8 };
+static int act_fmt(const qw_ctx *c, const qw_mat *W) {
+    if (use_q(c, W)) return ACT_QA8;
+    return c->precision == QW_PRECISION_FAST && kernels()->matmul_bf16act[W->dtype] ? ACT_BF16 : ACT_F32;
+}
+static int act_max(int a, int b) { return a > b ? a : b; }
+
+/* Point job j at the converted input in xq (format fmt). */
+static void job_input(mm_job *j, qw_ctx *c, int fmt) {
+    if (fmt == ACT_QA8) j->XQ = c->xq, j->ldxq = c->xq_ld;
+    if (fmt == ACT_BF16) j->XB = (const uint16_t *)c->xq, j->ldxb = c->xq_ld / 2;
+}
+
+/* Row t of the current matmul input (x, k floats) into xq in format fmt. */
+static void convert_row(qw_ctx *c, int fmt, int64_t t, const float *x, int64_t k) {
+    const qw_kernels *K = kernels();
+    if (fmt == ACT_QA8) K->quantize_qa8(c->xq + t * c->xq_ld, x, k);
+    else if (fmt == ACT_BF16) K->to_bf16((uint16_t *)(c->xq + t * c->xq_ld), x, k);
+}
+
 /* Rows [t0, t1) of X (k floats each) into QA8 rows of xq. */
 typedef struct qa8_job {
     qw_ctx *c;
     const float *X;
     int64_t ldx, k, n;
+    int fmt;
 } qa8_job;
 
 static void qa8_range(const qa8_job *j, int64_t t0, int64_t t1) {
-    const qw_kernels *K = kernels();
-    for (int64_t t = t0; t < t1; t++) K->quantize_qa8(j->c->xq + t * j->c->xq_ld, j->X + t * j->ldx, j->k);
+    for (int64_t t = t0; t < t1; t++) convert_row(j->c, j->fmt, t, j->X + t * j->ldx, j->k);
 }
 
 static void qa8_run(void *arg, int tid, int nth) {
@@ -372,9 +405,9 @@ static void qa8_run(void *arg, int tid, int nth) {
 
 #define TOK_PAR_MIN 16
 
-/* Quantize n input rows to xq (over the pool for large batches). */
-static void quantize_rows(qw_ctx *c, qw_pool *pool, const float *X, int64_t ldx, int64_t k, int64_t n) {
-    qa8_job j = {c, X, ldx, k, n};
+/* Convert n input rows to xq in format fmt (over the pool for large batches). */
+static void quantize_rows(qw_ctx *c, qw_pool *pool, const float *X, int64_t ldx, int64_t k, int64_t n, int fmt) {
+    qa8_job j = {c, X, ldx, k, n, fmt};
     if (n >= TOK_PAR_MIN && pool_threads(pool) > 1) pool_run(pool, qa8_run, &j);
     else qa8_range(&j, 0, n);
 }
@@ -391,11 +424,12 @@ static void matmul_par(qw_ctx *c, qw_pool *pool, int step, float *Y, int64_t ldy
     j.X = X;
     j.ldx = ldx;
     j.n = n;
-    if (use_q(c, W)) {
+    int fmt = act_fmt(c, W);
+    if (fmt != ACT_F32) {
         double tq = prof_start(c);
-        quantize_rows(c, pool, X, ldx, W->cols, n);
+        quantize_rows(c, pool, X, ldx, W->cols, n, fmt);
         prof_end(c, P_QUANT, W->dtype, tq);
-        j.XQ = c->xq, j.ldxq = c->xq_ld;
+        job_input(&j, c, fmt);
     }
     double t0 = prof_start(c);
     pool_run_n(pool, mm_run, &j, mm_shares(pool));
@@ -503,7 +537,7 @@ typedef struct tok_job {
     const float *w; /* norm weight */
     const qw_layer *L;
     int l;
-    int quant; /* TOK_NORM / TOK_ADD_NORM: also quantize each normed row to xq */
+    int quant; /* TOK_NORM / TOK_ADD_NORM: also convert each normed row to xq (an ACT_ format) */
 } tok_job;
 
 static void tok_range(const tok_job *j, int t0, int t1) {
@@ -517,7 +551,7 @@ static void tok_range(const tok_job *j, int t0, int t1) {
     for (int t = t0; t < t1; t++) {
         if (j->op == TOK_ADD_NORM) K->add(c->x + t * H, c->tmp + t * H, H);
         K->rmsnorm(c->xn + t * H, c->x + t * H, j->w, H, c->m->cfg.rms_eps);
-        if (j->quant) K->quantize_qa8(c->xq + t * c->xq_ld, c->xn + t * H, H);
+        convert_row(c, j->quant, t, c->xn + t * H, H);
     }
 }
 
@@ -558,7 +592,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         const qw_layer *L = &m->layers[l];
         c->layer = l;
         /* x += previous layer's MLP output (in tmp), then the input norm */
-        int q_qkv = use_q(c, &L->wq) || use_q(c, &L->wk) || use_q(c, &L->wv);
+        int q_qkv = act_max(act_fmt(c, &L->wq), act_max(act_fmt(c, &L->wk), act_fmt(c, &L->wv)));
         t0 = prof_start(c);
         tok_step(c, pool, l ? TOK_ADD_NORM : TOK_NORM, L->attn_norm, L, l, q_qkv);
         prof_end(c, P_NORM_Q, 0, t0);
@@ -570,7 +604,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.mm[1].Y = c->k, j.mm[1].ldy = c->kv_dim, j.mm[1].W = &L->wk;
         j.mm[2].Y = c->v, j.mm[2].ldy = c->kv_dim, j.mm[2].W = &L->wv;
         j.X = c->xn, j.ldx = H, j.n = n;
-        if (q_qkv) j.XQ = c->xq, j.ldxq = c->xq_ld;
+        job_input(&j, c, q_qkv);
         t0 = prof_start(c);
         pool_run_n(pool, mm_run, &j, mm_shares(pool));
         prof_end(c, P_MM_QKV, L->wq.dtype, t0);
@@ -583,7 +617,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         prof_end(c, P_ATTN, 0, t0);
 
         matmul_par(c, pool, P_MM_O, c->tmp, H, c->att, c->q_dim, n, &L->wo);
-        int q_mlp = use_q(c, &L->w_gate) || use_q(c, &L->w_up);
+        int q_mlp = act_max(act_fmt(c, &L->w_gate), act_fmt(c, &L->w_up));
         t0 = prof_start(c);
         tok_step(c, pool, TOK_ADD_NORM, L->mlp_norm, L, l, q_mlp);
         prof_end(c, P_NORM_Q, 0, t0);
@@ -594,7 +628,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
         j.mm[1].Y = c->up, j.mm[1].ldy = I, j.mm[1].W = &L->w_up;
         j.X = c->xn, j.ldx = H, j.n = n;
         j.silu_g = c->gate, j.silu_u = c->up, j.silu_ld = I;
-        if (q_mlp) j.XQ = c->xq, j.ldxq = c->xq_ld;
+        job_input(&j, c, q_mlp);
         t0 = prof_start(c);
         pool_run_n(pool, mm_run, &j, mm_shares(pool));
         prof_end(c, P_MM_GATE_UP, L->w_gate.dtype, t0);

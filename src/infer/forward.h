@@ -37,7 +37,9 @@ typedef struct qw_batch {
 /* How quantized weights are multiplied (kernels.h, "the integer path").
  * FAST (the default): each matmul input is quantized once to 8-bit QA8 rows
  * and multiplied with integer dot products wherever the weight type has a
- * matmul_q kernel; other weights keep the float matmul. EXACT: float32
+ * matmul_q kernel; weights whose type has a matmul_bf16act kernel on this
+ * level (BF16 with AVX512-BF16) get the input rounded once to bf16 rows;
+ * other weights keep the float matmul. EXACT: float32
  * activations everywhere (the path the fidelity tests prove, bit for bit).
  * Both are batch invariant. */
 typedef enum { QW_PRECISION_FAST = 0, QW_PRECISION_EXACT = 1 } qw_precision;

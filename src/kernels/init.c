@@ -66,6 +66,9 @@ static void build(void) {
         kernels_fill_qdot_avx512vnni(&g_tab[LV_AVX512]);
         kernels_fill_qdot_kquant_avx512vnni(&g_tab[LV_AVX512]);
     }
+    /* vdpbf16ps kernels only where the CPU has AVX512-BF16 (its own bit). */
+    if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512) && (kernels_cpu_flags() & QW_CPU_AVX512BF16))
+        kernels_fill_bf16dot_avx512bf16(&g_tab[LV_AVX512]);
     g_tab[LV_AVX512].name = "avx512";
 
     g_tab[LV_NEON] = g_tab[LV_REF];

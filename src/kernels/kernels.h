@@ -129,6 +129,34 @@ static inline int64_t qw_qa8_row_bytes(int64_t k) { return k + (k / QW_QA8_BLOCK
 typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
                                const void *W, int64_t k, int64_t o0, int64_t o1);
 
+/* ---- bf16 activations ("fast" precision, 16-bit weights) ----
+ * Where the CPU has a bf16 dot-product instruction (AVX512-BF16 vdpbf16ps),
+ * the fast precision rounds each matmul input once to bf16 and multiplies it
+ * with BF16 weights as bf16 pairs, as llama.cpp does.
+ *
+ * to_bf16: n floats to n bf16, the rule of vcvtneps2bf16: round to nearest
+ * even; a subnormal input becomes a zero of its sign; NaN stays NaN (quiet).
+ * Rows are stored at a stride of ldxb bf16 elements.
+ *
+ * matmul_bf16act[dtype]: Y[t*ldy + o] = sum_i XB[t][i] * W[o][i], t < n,
+ * o in [o0, o1); NULL where the level has no such kernel (the caller then
+ * uses matmul on float32 activations). Only levels with a native bf16 dot
+ * product fill it (a plain-C or AVX2 emulation would be slower than the
+ * float32 matmul); the reference (kernels_matmul_bf16act_ref) defines every
+ * bit and the checker (tests/kernels/test_bf16act.c) compares against it.
+ * Float order, vdpbf16ps's: 16 float32 lanes (starting at +0); the row is
+ * cut into chunks of 32 columns (the last one padded with +0 on both
+ * sides); lane j of chunk c does, with DAZ on the bf16 inputs (a subnormal
+ * is a zero of its sign) and FTZ on each result:
+ *   l[j] = fma(x[32c+2j+1], w[32c+2j+1], l[j]);
+ *   l[j] = fma(x[32c+2j],   w[32c+2j],   l[j]);
+ * (the products of two bf16 are exact in float32, so only the adds round);
+ * then the halves are folded: l[j] += l[j+8] (j < 8), l[j] += l[j+4]
+ * (j < 4), l[j] += l[j+2] (j < 2), Y = l[0] + l[1], stored. Independent of
+ * n, of t's place in the batch and of o0/o1 (batch invariant). */
+typedef void (*qw_matmul_bf16act_fn)(float *Y, int64_t ldy, const uint16_t *XB, int64_t ldxb, int64_t n,
+                                     const void *W, int64_t k, int64_t o0, int64_t o1);
+
 typedef struct qw_kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
 
@@ -139,6 +167,11 @@ typedef struct qw_kernels {
      * no integer kernel (the caller then uses matmul). */
     void (*quantize_qa8)(void *dst, const float *x, int64_t k);
     qw_matmul_q_fn matmul_q[QW_DTYPE_COUNT];
+
+    /* bf16 activations (see above): to_bf16 on every level; matmul_bf16act
+     * NULL except where the CPU has a bf16 dot product. */
+    void (*to_bf16)(uint16_t *y, const float *x, int64_t n);
+    qw_matmul_bf16act_fn matmul_bf16act[QW_DTYPE_COUNT];
 
     /* Convert n elements of dtype t to float32 (embedding rows, norm weights).
      * Block types: x at a block start, n a multiple of the block size. */

@@ -12,7 +12,8 @@
  *    zmm registers); larger n converts each 4-row x KC block once to float32
  *    on the stack (bf16: zero-extend and shift; f16: vcvtph2ps);
  *  - exp: Cephes-style polynomial as in AVX2, 2^n applied with vscalefps.
- * Activations are never rounded to bf16 (no vdpbf16ps): fidelity first.
+ * Activations are never rounded to bf16 here (the exact path); the fast
+ * precision's vdpbf16ps kernel is bf16dot_avx512bf16.c.
  * This level could not be run on the development host (no AVX-512); the
  * checker (tests/kernels/test_kernels.c) runs it wherever the CPU has it.
  */

@@ -70,6 +70,16 @@ int kernels_fill_qdot_avx2(qw_kernels *k);
 int kernels_fill_qdot_avx512vnni(qw_kernels *k);
 int kernels_fill_qdot_neon(qw_kernels *k);
 
+/* The bf16-activation path (kernels.h): the reference (bf16dot_ref.c; not
+ * in any table, the checker's yardstick) and the AVX512-BF16 kernels
+ * (bf16dot_avx512bf16.c: the avx512 table, only when QW_CPU_AVX512BF16 is
+ * set; returns 1 if compiled in). */
+uint16_t kernels_f32_to_bf16_ref(float f);
+void kernels_to_bf16_ref(uint16_t *y, const float *x, int64_t n);
+void kernels_matmul_bf16act_bf16_ref(float *Y, int64_t ldy, const uint16_t *XB, int64_t ldxb, int64_t n,
+                                     const void *W, int64_t k, int64_t o0, int64_t o1);
+int kernels_fill_bf16dot_avx512bf16(qw_kernels *k);
+
 /* The integer path's fixed final sum of its 8 lanes (kernels.h). */
 static inline float qw_qdot_tree(const float acc[8]) {
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));

@@ -148,6 +148,7 @@ void kernels_fill_ref(qw_kernels *k) {
     k->matmul[QW_BF16] = matmul_bf16_ref;
     k->matmul[QW_Q8_0] = matmul_q8_0_ref;
     k->to_f32[QW_F32] = to_f32_f32_ref;
+    k->to_bf16 = kernels_to_bf16_ref;
     k->to_f32[QW_F16] = to_f32_f16_ref;
     k->to_f32[QW_BF16] = to_f32_bf16_ref;
     k->to_f32[QW_Q8_0] = to_f32_q8_0_ref;

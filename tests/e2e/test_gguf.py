@@ -312,6 +312,43 @@ def test_fast_precision(typ, kq_models, tmp_path):
         assert agree >= 9 and rel < 0.4, f"{typ} {isa}: fast vs exact: top-1 {agree}/12, max rel err {rel:.4f}"
 
 
+def test_fast_precision_bf16(tmp_path):
+    """BF16 weights in the default (fast) precision: on a level with a bf16
+    dot product (avx512 on a CPU with AVX512-BF16) the inputs are rounded to
+    bf16 (logits differ from exact, top-1 agrees, small error); elsewhere
+    fast is the exact path bit for bit; the same bits with 1 or 2 threads
+    and prompt-at-once vs one token at a time is test_quant_model's."""
+    import numpy as np
+    src = os.path.join(FIXTURES, "tiny-gqa7-bf16")
+    ids = " ".join(str(i) for i in (7, 300, 41, 5, 199, 23, 88, 150, 3, 61, 390, 12))
+    vocab = json.load(open(os.path.join(src, "config.json")))["vocab_size"]
+    used = 0
+    for isa in ("ref", "avx2", "avx512", "neon"):
+        env = dict(os.environ, QWENC_ISA=isa)
+        env.pop("QWENC_PRECISION", None)
+        fa, fb, ex = (tmp_path / n for n in ("fa.f32", "fb.f32", "ex.f32"))
+        r = run([QWENC, src, "--tokens", ids, "--logits-out", str(fa), "--threads", "1"], env=env)
+        if r.returncode != 0 and (b"not supported" in r.stderr or b"unknown ISA" in r.stderr):
+            continue
+        ok(r)
+        has_bf16 = isa == "avx512" and b"avx512bf16" in r.stderr
+        ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(fb), "--threads", "2"], env=env))
+        ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(ex), "--threads", "2"] + EXACT, env=env))
+        assert fa.read_bytes() == fb.read_bytes(), f"bf16 {isa}: fast logits depend on the thread count"
+        if not has_bf16:
+            assert fa.read_bytes() == ex.read_bytes(), f"bf16 {isa}: fast differs from exact without a bf16 kernel"
+            continue
+        used += 1
+        assert fa.read_bytes() != ex.read_bytes(), f"bf16 {isa}: the bf16 path changed nothing"
+        a = np.frombuffer(fa.read_bytes(), dtype="<f4").reshape(12, vocab)
+        b = np.frombuffer(ex.read_bytes(), dtype="<f4").reshape(12, vocab)
+        agree = int((a.argmax(1) == b.argmax(1)).sum())
+        rel = float(np.abs(a - b).max() / np.abs(b).max())
+        # measured: 12/12, 0.004; a wrong lane order or tail moves logits by their range
+        assert agree >= 11 and rel < 0.03, f"bf16 {isa}: fast vs exact: top-1 {agree}/12, max rel err {rel:.4f}"
+    print(f"levels with bf16 activations: {used}")
+
+
 def test_precision_flag_errors():
     m = os.path.join(FIXTURES, "tiny-gqa7-bf16")
     r = run([QWENC, m, "--tokens", "1 2 3", "--precision", "half"])

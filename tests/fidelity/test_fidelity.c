@@ -5,7 +5,11 @@
  * ref/caseN.f32 = transformers' float32 logits of every prompt position,
  * n_tokens x vocab) and for every kernel level this CPU can run:
  *   - the logits of ALL prompt positions (prefill in uneven chunks) match:
- *     max|ours - ref| / max|ref| <= 1e-4 for F32 weights, 1e-3 for BF16/F16;
+ *     max|ours - ref| / max|ref| <= 1e-4 for F32 weights, 1e-3 for BF16/F16,
+ *     in --precision exact (every check below runs in exact); the fast
+ *     precision's logits too, within 2e-2 for 16-bit weights (bf16
+ *     activations where the level has a bf16 dot product: measured
+ *     0.003-0.008 on these fixtures);
  *   - the 32-token greedy continuation (prefill, then decode step by step)
  *     is identical to transformers' greedy continuation;
  *   - one continuous batch mixing two sequences in two KV slots gives the
@@ -193,9 +197,32 @@ static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_c
             }
             CHECK(c->vocab == m->cfg.vocab, "%s/%s: vocab %d vs model %d", name, c->name, c->vocab, m->cfg.vocab);
             if (c->vocab != m->cfg.vocab) continue;
-            /* all positions, prefilled in chunks of CHUNK */
+            /* all positions, prefilled in chunks of CHUNK: fast, then exact
+             * (which the rest of the checks use) */
             double worst = 0;
             int worst_pos = -1, ok = 1;
+            ctx_set_precision(ctx, QW_PRECISION_FAST);
+            for (int i = 0; i < c->n && ok; i += CHUNK) {
+                int n = c->n - i < CHUNK ? c->n - i : CHUNK;
+                for (int j = 0; j < n; j++) pos[j] = i + j;
+                qw_batch b = {.n = n, .tokens = c->tokens + i, .pos = pos, .slot = NULL, .want_logits = want};
+                if (forward(ctx, &b, pool, &err)) {
+                    CHECK(0, "%s/%s: forward: %s", name, c->name, err.msg);
+                    ok = 0;
+                    break;
+                }
+                for (int j = 0; j < n; j++) {
+                    double e = rel_err(ctx_logits(ctx, j), c->ref + (int64_t)(i + j) * c->vocab, c->vocab);
+                    if (!(e <= worst)) worst = e, worst_pos = i + j;
+                }
+            }
+            double tol_fast = m->embed.dtype == QW_F32 ? tol : 2e-2;
+            CHECK(ok && worst <= tol_fast, "[%s] %s/%s: fast precision: logits rel err %.3g at position %d > %.0e",
+                  levels[li], name, c->name, worst, worst_pos, tol_fast);
+            printf("  [%s] %s/%s: fast precision: max rel err %.3g (tol %.0e)\n", levels[li], name, c->name, worst,
+                   tol_fast);
+            ctx_set_precision(ctx, QW_PRECISION_EXACT);
+            worst = 0, worst_pos = -1;
             for (int i = 0; i < c->n && ok; i += CHUNK) {
                 int n = c->n - i < CHUNK ? c->n - i : CHUNK;
                 for (int j = 0; j < n; j++) pos[j] = i + j;

@@ -15,6 +15,8 @@
  *   - the fast precision (8-bit activations, integer dots) is really used
  *     (its logits differ from exact's) and stays close to exact: top-1
  *     agreement and a small relative error;
+ *   - BF16 weights in fast precision (bf16 activations where the level has
+ *     a bf16 dot product, else the exact path) stay batch invariant and close;
  *   - a model whose rows are not whole blocks is refused with a message that
  *     names the tensor.
  */
@@ -266,6 +268,31 @@ static void check_config(int tied, qw_pool *pool) {
         printf("  %s tied=%d: fast vs exact max rel err %.4f, top-1 agrees %d/%d\n", names[li], tied, frel, fagree,
                NTOK);
         free(lf), free(lfs), free(sa), free(sb);
+        /* BF16 weights in fast precision: bf16 activations where the level
+         * has a bf16 dot product (kernels.h: matmul_bf16act), else exactly
+         * the exact path; batch invariant either way. */
+        float *bf = run(mb, pool, FA), *bfs = run_stepwise(mb, pool, FA);
+        float *ba = run_slots(mb, pool, FA, 3, 1), *bb = run_slots(mb, pool, FA, 3, 0);
+        if (bf && bfs && ba && bb) {
+            int has_bf16 = kernels()->matmul_bf16act[QW_BF16] != NULL;
+            CHECK(!memcmp(bf, bfs, (size_t)NTOK * VOCAB * sizeof(float)),
+                  "%s tied=%d: BF16 fast: one 40-token batch == 40 single-token steps, bit for bit", names[li], tied);
+            CHECK(!memcmp(ba, bb, (size_t)STEPS * VOCAB * sizeof(float)),
+                  "%s tied=%d: BF16 fast: a slot decoded among 7 others == alone, bit for bit", names[li], tied);
+            CHECK((memcmp(bf, lb, (size_t)NTOK * VOCAB * sizeof(float)) != 0) == has_bf16,
+                  "%s tied=%d: BF16 fast %s exact", names[li], tied,
+                  has_bf16 ? "uses bf16 activations: must differ from" : "has no bf16 kernel: must equal");
+            int bagree;
+            double brel = compare_logits(lb, bf, NTOK, &bagree);
+            /* bf16 activations: 8 significant bits, so about as close as the
+             * 8-bit activations above (measured 0.02, top-1 39-40 of 40) */
+            CHECK(brel < 0.1 && bagree >= NTOK * 9 / 10, "%s tied=%d: BF16 fast vs exact: max rel err %.4f, top-1 %d/%d",
+                  names[li], tied, brel, bagree, NTOK);
+            printf("  %s tied=%d: BF16 fast vs exact max rel err %.4f, top-1 agrees %d/%d\n", names[li], tied, brel,
+                   bagree, NTOK);
+        } else
+            CHECK(0, "%s: BF16 fast runs", names[li]);
+        free(bf), free(bfs), free(ba), free(bb);
         int exact = !strcmp(names[li], "ref") || !strcmp(names[li], "avx2") || !strcmp(names[li], "neon");
         if (exact)
             CHECK(!memcmp(lq, ld, (size_t)NTOK * VOCAB * sizeof(float)),
