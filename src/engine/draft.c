@@ -1,0 +1,76 @@
+/* draft.c - n-gram drafts (see draft.h). */
+#include "engine/draft.h"
+
+/* Drafts in a row with nothing accepted before drafting pauses. */
+#define MISS_LIMIT 3
+/* Steps of the first pause, and the ceiling the doubling stops at: a
+ * request that turned to copying is found again within that many steps. */
+#define BACKOFF_FIRST 8
+#define BACKOFF_MAX 128
+
+void drafter_init(qw_drafter *d, int max_k) {
+    d->max_k = max_k > 0 ? max_k : 0;
+    d->k = d->max_k;
+    d->misses = 0;
+    d->pause = 0;
+    d->backoff = BACKOFF_FIRST;
+    d->n_drafted = 0;
+    d->n_accepted = 0;
+}
+
+int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *out) {
+    if (max <= 0) return 0;
+    for (int N = max_ngram; N >= 1; N--) {
+        if (n < N + 1) continue;
+        const int32_t *key = toks + n - N;
+        /* Most recent occurrence first: the nearest context predicts best.
+         * i + N <= n - 1, so at least one token follows the match. */
+        for (int i = n - N - 1; i >= 0; i--) {
+            int j = 0;
+            while (j < N && toks[i + j] == key[j]) j++;
+            if (j < N) continue;
+            /* Read past the end from out itself: a match inside a repeating
+             * tail continues the repetition. */
+            for (int c = 0; c < max; c++) {
+                int src = i + N + c;
+                out[c] = src < n ? toks[src] : out[src - n];
+            }
+            return max;
+        }
+    }
+    return 0;
+}
+
+int drafter_propose(qw_drafter *d, const int32_t *toks, int n, int limit, int32_t *out) {
+    if (d->max_k == 0) return 0;
+    if (d->pause > 0) {
+        d->pause--;
+        return 0;
+    }
+    int max = d->k < limit ? d->k : limit;
+    return draft_lookup(toks, n, QW_DRAFT_MAX_NGRAM, max, out);
+}
+
+void drafter_feedback(qw_drafter *d, int drafted, int accepted) {
+    if (drafted <= 0) return;
+    d->n_drafted += (uint64_t)drafted;
+    d->n_accepted += (uint64_t)accepted;
+    if (accepted > 0) {
+        d->misses = 0;
+        d->backoff = BACKOFF_FIRST;
+        /* All taken: the span goes on, ask for more next time; else the
+         * span ended, so the next draft needs to be about as long as what
+         * matched. */
+        int k = accepted == drafted ? 2 * d->k : accepted + 1;
+        d->k = k < d->max_k ? k : d->max_k;
+        if (d->k < 1) d->k = 1;
+        return;
+    }
+    d->k = d->k / 2 > 1 ? d->k / 2 : 1;
+    if (++d->misses >= MISS_LIMIT) {
+        d->pause = d->backoff;
+        d->backoff = 2 * d->backoff < BACKOFF_MAX ? 2 * d->backoff : BACKOFF_MAX;
+        /* One failed probe after the pause is enough to pause again. */
+        d->misses = MISS_LIMIT - 1;
+    }
+}
