@@ -206,3 +206,22 @@ def test_real_code_rewrite():
         assert off[2] == 0
     assert b"LifoStack" in runs[("--greedy", "ngram")][0]
     assert runs[("--greedy", "ngram")][1] > 0, "no draft accepted on the code rewrite"
+
+
+def test_bench_spec_smoke(model_dir, tmp_path):
+    """tools/bench_spec.py runs end to end (tiny model, 4 tokens): a table
+    row per prompt, every run in the JSON, the same text with and without
+    drafts (its exit status says so)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    out = tmp_path / "runs.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_spec.py"), "--model", model_dir,
+                        "--qwenc", QWENC, "--tokens", "4", "--json", str(out)], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-1000:]
+    table = r.stdout.decode()
+    for name in ("code", "summary", "story"):
+        assert re.search(rf"^\| {name} \(\d+ tok\) \| qwenc \|.*\| yes \|$", table, re.M), table
+    runs = json.load(open(out))
+    assert len(runs) == 6 and {(x["prompt"], x["spec"]) for x in runs} == \
+        {(p, s) for p in ("code", "summary", "story") for s in (False, True)}
