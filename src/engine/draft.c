@@ -7,6 +7,8 @@
  * request that turned to copying is found again within that many steps. */
 #define BACKOFF_FIRST 8
 #define BACKOFF_MAX 128
+/* How far back past the n-gram a candidate's match is compared (tokens). */
+#define MATCH_EXT_MAX 32
 
 void drafter_init(qw_drafter *d, int max_k) {
     d->max_k = max_k > 0 ? max_k : 0;
@@ -23,20 +25,33 @@ int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *ou
     for (int N = max_ngram; N >= 1; N--) {
         if (n < N + 1) continue;
         const int32_t *key = toks + n - N;
-        /* Most recent occurrence first: the nearest context predicts best.
-         * i + N <= n - 1, so at least one token follows the match. */
+        /* Of the occurrences of the last N tokens (each followed by at least
+         * one token: i + N <= n - 1), take the one whose match reaches
+         * furthest back past the N tokens, the most recent among equals.
+         * When the answer copies a span of the prompt, short n-grams such as
+         * "self." or an indent recur all over; the longer context tells the
+         * span being copied from the others. */
+        int best = -1, best_ext = -1;
         for (int i = n - N - 1; i >= 0; i--) {
             int j = 0;
             while (j < N && toks[i + j] == key[j]) j++;
             if (j < N) continue;
-            /* Read past the end from out itself: a match inside a repeating
-             * tail continues the repetition. */
-            for (int c = 0; c < max; c++) {
-                int src = i + N + c;
-                out[c] = src < n ? toks[src] : out[src - n];
+            int ext = 0;
+            while (ext < MATCH_EXT_MAX && i - 1 - ext >= 0 && toks[i - 1 - ext] == toks[n - N - 1 - ext]) ext++;
+            if (ext > best_ext) {
+                best = i;
+                best_ext = ext;
+                if (ext == MATCH_EXT_MAX) break;
             }
-            return max;
         }
+        if (best < 0) continue;
+        /* Read past the end from out itself: a match inside a repeating
+         * tail continues the repetition. */
+        for (int c = 0; c < max; c++) {
+            int src = best + N + c;
+            out[c] = src < n ? toks[src] : out[src - n];
+        }
+        return max;
     }
     return 0;
 }

@@ -2,7 +2,8 @@
  *
  * Guesses the next tokens of a sequence by finding its last N tokens
  * (N = 3, 2, 1: longest first) earlier in the same sequence (prompt and
- * generated tokens) and proposing what followed them there. Code edits,
+ * generated tokens) and proposing what followed them there (of several
+ * places, the one that matches the longest context). Code edits,
  * summaries and answers about a given file copy long spans of the prompt,
  * so such guesses are often right; the verifier (sched.c, generate.c)
  * checks every guess against the model, so a wrong one costs time only.
@@ -47,9 +48,11 @@ int drafter_propose(qw_drafter *d, const int32_t *toks, int n, int limit, int32_
  * model, accepted the leading ones that matched its choice. */
 void drafter_feedback(qw_drafter *d, int drafted, int accepted);
 
-/* The lookup alone (no adaptation): the continuation of the most recent
- * earlier occurrence of the longest matching suffix of N <= max_ngram
- * tokens, at most max tokens. Exposed for tests. */
+/* The lookup alone (no adaptation): the continuation of an earlier
+ * occurrence of the longest matching suffix of N <= max_ngram tokens, at
+ * most max tokens. Of several occurrences, the one whose match extends
+ * furthest back (up to 32 tokens more), the most recent among equals.
+ * Exposed for tests. */
 int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *out);
 
 #endif

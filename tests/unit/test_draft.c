@@ -19,9 +19,20 @@ static void test_lookup(void) {
     int32_t b[] = {1, 2, 3, 40, 41, 7, 2, 3, 50, 8, 1, 2, 3};
     n = draft_lookup(b, 13, 3, 2, out);
     CHECK(n == 2 && out[0] == 40 && out[1] == 41, "longest first: %d [%d %d]", n, out[0], out[1]);
-    /* With 2-grams at most, the most recent "2 3" (followed by 50) wins. */
+    /* With 2-grams at most, "2 3" occurs twice; the earlier one is also
+     * preceded by "1" as the query is: the longer context wins. */
     n = draft_lookup(b, 13, 2, 1, out);
+    CHECK(n == 1 && out[0] == 40, "longer context: %d [%d]", n, out[0]);
+    /* Equal context: the most recent occurrence wins. */
+    int32_t b2[] = {1, 2, 3, 40, 5, 2, 3, 50, 6, 2, 3};
+    n = draft_lookup(b2, 11, 3, 1, out);
     CHECK(n == 1 && out[0] == 50, "most recent: %d [%d]", n, out[0]);
+    /* Copying: "x self . y" copied as "x self ." after another "self ." in
+     * the output: the occurrence with the longer matching context (the
+     * copy source) wins over the more recent one. */
+    int32_t b3[] = {20, 21, 22, 30, 31, 99, 8, 30, 31, 98, 20, 21, 22, 30, 31};
+    n = draft_lookup(b3, 15, 2, 1, out);
+    CHECK(n == 1 && out[0] == 99, "copy source: %d [%d]", n, out[0]);
 
     /* Only a 1-gram matches. */
     int32_t c[] = {5, 6, 7, 8, 6};
