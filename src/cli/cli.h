@@ -50,7 +50,7 @@ typedef struct qw_opts {
 
 /* Default of --spec-k: long enough to copy a line of code per step, short
  * enough that a rejected draft wastes little (tools/bench_spec.py). */
-#define QW_SPEC_K_DEFAULT 10
+#define QW_SPEC_K_DEFAULT 16
 
 void opts_defaults(qw_opts *o);
 

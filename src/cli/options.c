@@ -75,7 +75,7 @@ void usage(FILE *f) {
         "                    looking up the last tokens earlier in the prompt and output,\n"
         "                    verify them in one batched pass; the output is exactly the\n"
         "                    output without it (greedy and seeded sampling)\n"
-        "  --spec-k N        most drafted tokens per step (default 10; 0 = off)\n"
+        "  --spec-k N        most drafted tokens per step (default 16; 0 = off)\n"
         "  --quant q8_0      quantize the weights to Q8_0 at load (8.5 bits per weight:\n"
         "                    about half the memory traffic of BF16; none = keep as stored)\n"
         "Environment:\n"
