@@ -20,7 +20,8 @@ void drafter_init(qw_drafter *d, int max_k) {
     d->n_accepted = 0;
 }
 
-int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *out) {
+int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *out, int *match_len) {
+    if (match_len) *match_len = 0;
     if (max <= 0) return 0;
     for (int N = max_ngram; N >= 1; N--) {
         if (n < N + 1) continue;
@@ -51,6 +52,7 @@ int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *ou
             int src = best + N + c;
             out[c] = src < n ? toks[src] : out[src - n];
         }
+        if (match_len) *match_len = N + best_ext;
         return max;
     }
     return 0;
@@ -63,7 +65,12 @@ int drafter_propose(qw_drafter *d, const int32_t *toks, int n, int limit, int32_
         return 0;
     }
     int max = d->k < limit ? d->k : limit;
-    return draft_lookup(toks, n, QW_DRAFT_MAX_NGRAM, max, out);
+    int len;
+    int got = draft_lookup(toks, n, QW_DRAFT_MAX_NGRAM, max, out, &len);
+    /* A continuation is about as trustworthy as its match is long: a lone
+     * shared token or a common phrase predicts a token or two, a copied
+     * span predicts much more. Rejected drafts cost batch rows. */
+    return got < len ? got : len;
 }
 
 void drafter_feedback(qw_drafter *d, int drafted, int accepted) {

@@ -38,7 +38,7 @@ typedef struct qw_drafter {
 /* Start a sequence: max_k drafts at most per step (0 = off). */
 void drafter_init(qw_drafter *d, int max_k);
 
-/* Propose up to min(d->k, limit) tokens that may follow toks[0..n) and write
+/* Propose up to min(d->k, limit, the match length) tokens that may follow toks[0..n) and write
  * them to out (out may be toks + n: the copy runs forward, so a draft may
  * continue a repeating tail). Returns the count, 0 if no n-gram matched,
  * drafting is paused or off. */
@@ -52,7 +52,8 @@ void drafter_feedback(qw_drafter *d, int drafted, int accepted);
  * occurrence of the longest matching suffix of N <= max_ngram tokens, at
  * most max tokens. Of several occurrences, the one whose match extends
  * furthest back (up to 32 tokens more), the most recent among equals.
- * Exposed for tests. */
-int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *out);
+ * *match_len (if not NULL): the length of that match (N plus the extension),
+ * 0 if none. Exposed for tests. */
+int draft_lookup(const int32_t *toks, int n, int max_ngram, int max, int32_t *out, int *match_len);
 
 #endif
