@@ -34,10 +34,10 @@
  * A request's output does not depend on what else runs: each request has
  * its own seeded sampler, and forward() computes every batch row on its own.
  * tests/unit/test_sched.c checks both: logits are bit-identical across
- * batches of 2+ tokens, and the same requests give the same tokens alone and
- * among 7 others. (A batch of exactly one token takes forward()'s
- * matrix-vector path, which sums in another order: last-bit differences,
- * relative 1e-7, which could only flip an exact near-tie.)
+ * batches of any size, a lone decode token included (the matmul kernels
+ * compute every output row with the same operations for any batch; see
+ * kernels.h), and the same requests give the same tokens alone and among 7
+ * others.
  *
  * Output channel: the engine appends generated tokens to a per-request
  * buffer allocated at submit time (never reallocated), and signals a
