@@ -48,7 +48,7 @@ DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-c test-e2e test-real asan tsan bench clean format fixtures
+.PHONY: all test test-c test-e2e test-real asan tsan bench bench-spec clean format fixtures
 all: qwenc
 
 # cp + mv: replacing a running ./qwenc in place fails with "Text file busy".
@@ -128,6 +128,15 @@ tsan:
 
 bench: qwenc
 	tools/bench.sh
+	$(MAKE) bench-spec
+
+# Speculative decoding on the real 0.5B file (tools/bench_spec.py): with and
+# without n-gram drafts, and llama-server --spec-type ngram-simple when
+# LLAMA_SERVER=PATH is given.
+bench-spec: qwenc
+	@m=$${REAL_MODEL:-$$HOME/.cache/qwenc-real/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}; \
+	if [ -f "$$m" ]; then python3 tools/bench_spec.py --model "$$m" $${LLAMA_SERVER:+--llama-server "$$LLAMA_SERVER"}; \
+	else echo "bench-spec: skipped: no real 0.5B Q4_K_M file at $$m (set REAL_MODEL=FILE)"; fi
 
 fixtures:
 	tools/venv.sh --torch && .venv/bin/python tools/make_fixtures.py

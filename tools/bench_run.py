@@ -147,8 +147,11 @@ RE_QW = re.compile(r"prefill (\d+) tokens ([\d.]+) tok/s \| decode (\d+) tokens 
 
 
 def qwenc(args, path, ids, n):
+    # Plain decoding, as llama-bench's tg measures it: n-gram drafts would be
+    # accepted on the synthetic files (their greedy output repeats) and
+    # measure speculation instead (tools/bench_spec.py does that).
     cmd = [args.qwenc, path, "--tokens", " ".join(map(str, ids)), "-n", str(n), "--warmup",
-           "--threads", str(args.threads), "--ctx", str(max(len(ids) + n + 1, 256))] + args.qwenc_arg
+           "--threads", str(args.threads), "--ctx", str(max(len(ids) + n + 1, 256)), "--spec", "off"] + args.qwenc_arg
     rc, _, err = run(cmd)
     m = RE_QW.search(err)
     if rc != 0 or not m:

@@ -34,6 +34,8 @@ typedef struct qw_opts {
     int quant;                /* --quant q8_0: a qw_dtype to quantize to at load; -1 = none */
     int warmup;               /* --warmup: one untimed pass over the prompt first (benchmarks) */
     int precision;            /* --precision fast|exact (a qw_precision; env QWENC_PRECISION; default fast) */
+    int spec;                 /* --spec off|ngram: 1 = n-gram speculative decoding (default) */
+    int spec_k;               /* --spec-k N: most drafted tokens per step (default QW_SPEC_K_DEFAULT) */
     /* servers */
     int http_port;            /* --http PORT; 0 = off */
     const char *host;         /* --host ADDR (default 127.0.0.1) */
@@ -46,7 +48,14 @@ typedef struct qw_opts {
     const char *socket_path;  /* --server PATH: Unix socket; NULL = stdin server */
 } qw_opts;
 
+/* Default of --spec-k: long enough to copy a line of code per step, short
+ * enough that a rejected draft wastes little (tools/bench_spec.py). */
+#define QW_SPEC_K_DEFAULT 16
+
 void opts_defaults(qw_opts *o);
+
+/* The spec_k to run with: --spec-k, or 0 with --spec off. */
+int opts_spec_k(const qw_opts *o);
 
 /* Resolve MODEL: a folder or file (GGUF) path as is, else a repo id ("Qwen/Qwen2.5-0.5B-Instruct")
  * looked up in the Hugging Face cache ($HF_HOME/hub). Returns a malloc'd path

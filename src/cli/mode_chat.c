@@ -64,6 +64,7 @@ typedef struct chat {
     qw_ctx *ctx;
     qw_pool *pool;
     qw_sampling sp;
+    int spec_k;            /* speculative drafts per step (gen_run) */
     int max_new;
     int n_ctx;
     char *system;          /* NULL = the template's default */
@@ -209,7 +210,7 @@ static int turn(chat *c, const char *text) {
     tok_stream_reset(c->stream);
     g_interrupted = 0;
     qw_gen_stats st;
-    int rc = gen_run(c->ctx, c->pool, 0, keep, ids + keep, (int)n - keep, max_new, &c->sp, on_token, c, &st, &err);
+    int rc = gen_run(c->ctx, c->pool, 0, keep, ids + keep, (int)n - keep, max_new, &c->sp, c->spec_k, on_token, c, &st, &err);
     size_t tail = 0;
     const char *rest = tok_stream_flush(c->stream, &tail);
     if (tail) {
@@ -355,6 +356,7 @@ int mode_chat(int argc, char **argv) {
         goto out;
     }
     if (o.system && !(c.system = strdup(o.system))) goto out;
+    c.spec_k = opts_spec_k(&o);
     if (o.sampling_set) c.sp = o.sampling;
     else {
         c.sp = sampling_default();

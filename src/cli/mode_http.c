@@ -47,6 +47,7 @@ int mode_http(const qw_opts *o) {
         .threads = o->threads,
         .quant = o->quant,
         .precision = o->precision,
+        .spec_k = opts_spec_k(o),
         .n_ctx = o->n_ctx,
         .parallel = o->parallel,
         .queue = o->queue,

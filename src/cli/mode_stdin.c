@@ -50,6 +50,7 @@ int mode_stdin(const qw_opts *o) {
         .threads = o->threads,
         .quant = o->quant,
         .precision = o->precision,
+        .spec_k = opts_spec_k(o),
         .n_ctx = o->n_ctx,
         .parallel = 1,
         .queue = 1,

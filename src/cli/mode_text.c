@@ -232,7 +232,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     qw_gen_stats st;
     memset(&st, 0, sizeof st);
     if (max_new > 0 &&
-        gen_run(ctx, pool, 0, 0, ids, (int)n, max_new, &sp, on_token, &so, &st, &err) && !so.failed)
+        gen_run(ctx, pool, 0, 0, ids, (int)n, max_new, &sp, opts_spec_k(o), on_token, &so, &st, &err) && !so.failed)
         goto fail_err;
     size_t tl;
     const char *tail = tok_stream_flush(so.st, &tl);
@@ -241,9 +241,9 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
         putchar('\n');
         fflush(stdout);
     }
-    fprintf(stderr, "qwenc: prefill %d tokens in %.2f s (%.1f tok/s), generated %d in %.2f s (%.1f tok/s)%s\n",
+    fprintf(stderr, "qwenc: prefill %d tokens in %.2f s (%.1f tok/s), generated %d in %.2f s (%.1f tok/s), drafts accepted %d of %d%s\n",
             st.n_prompt, st.prefill_s, st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0.0, st.n_gen, st.decode_s,
-            st.decode_s > 0 ? st.n_gen / st.decode_s : 0.0,
+            st.decode_s > 0 ? st.n_gen / st.decode_s : 0.0, st.n_accepted, st.n_drafted,
             st.finish == QW_FINISH_LENGTH ? ", stopped at -n" : "");
     status = 0;
     goto out;

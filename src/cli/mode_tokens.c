@@ -194,12 +194,12 @@ int mode_tokens(const qw_opts *o) {
          * the weights paged in (it rewrites the cache from position 0). */
         qw_sampling greedy = sampling_default();
         greedy.temperature = 0;
-        if (gen_run(ctx, pool, 0, 0, ids, n_ids, 1, &greedy, NULL, NULL, &st, &err)) {
+        if (gen_run(ctx, pool, 0, 0, ids, n_ids, 1, &greedy, 0, NULL, NULL, &st, &err)) {
             fprintf(stderr, "qwenc: warm-up: %s\n", err.msg);
             goto out;
         }
     }
-    if (gen_run(ctx, pool, 0, 0, ids, n_ids, n_new, &sp, print_token, &ps, &st, &err)) {
+    if (gen_run(ctx, pool, 0, 0, ids, n_ids, n_new, &sp, opts_spec_k(o), print_token, &ps, &st, &err)) {
         if (ps.n) putchar('\n');
         fprintf(stderr, "qwenc: %s\n", err.msg);
         goto out;
@@ -211,11 +211,12 @@ int mode_tokens(const qw_opts *o) {
     int n_dec = st.n_gen > 1 ? st.n_gen - 1 : 0;
     fprintf(stderr,
             "qwenc: prefill %d tokens %.1f tok/s | decode %d tokens %.1f tok/s | load %.3f s | first token %.3f s "
-            "after start | finish %s\n",
+            "after start | finish %s | drafts accepted %d of %d\n",
             st.n_prompt, st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0.0, st.n_gen,
             st.decode_s > 0 && n_dec ? n_dec / st.decode_s : 0.0, t_loaded - t0,
             ps.n ? ps.t_first - t_start : qw_now() - t_start,
-            st.finish == QW_FINISH_STOP ? "eos" : st.finish == QW_FINISH_LENGTH ? "length" : "cancel");
+            st.finish == QW_FINISH_STOP ? "eos" : st.finish == QW_FINISH_LENGTH ? "length" : "cancel", st.n_accepted,
+            st.n_drafted);
     status = 0;
 out:
     ctx_free(ctx);

@@ -18,7 +18,11 @@ void opts_defaults(qw_opts *o) {
     o->parallel = 4;
     o->queue = 64;
     o->max_body = 1L << 20;
+    o->spec = 1;
+    o->spec_k = QW_SPEC_K_DEFAULT;
 }
+
+int opts_spec_k(const qw_opts *o) { return o->spec ? o->spec_k : 0; }
 
 void usage(FILE *f) {
     fputs(
@@ -68,6 +72,11 @@ void usage(FILE *f) {
         "                    activations with integer dot products, BF16 weights\n"
         "                    bf16-rounded ones (CPUs with AVX512-BF16); exact: float32\n"
         "                    activations (the bit-for-bit reference path; slower)\n"
+        "  --spec off|ngram  speculative decoding (default ngram): draft tokens by\n"
+        "                    looking up the last tokens earlier in the prompt and output,\n"
+        "                    verify them in one batched pass; the output is exactly the\n"
+        "                    output without it (greedy and seeded sampling)\n"
+        "  --spec-k N        most drafted tokens per step (default 16; 0 = off)\n"
         "  --quant q8_0      quantize the weights to Q8_0 at load (8.5 bits per weight:\n"
         "                    about half the memory traffic of BF16; none = keep as stored)\n"
         "Environment:\n"
@@ -189,6 +198,15 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
                 return -1;
             }
             o->precision = (int)p;
+        }
+        else if (!strcmp(a, "--spec")) {
+            NEED_ARG;
+            if (!strcmp(v, "ngram")) o->spec = 1;
+            else if (!strcmp(v, "off")) o->spec = 0;
+            else { fprintf(stderr, "qwenc: --spec: expected off or ngram, got '%s'\n", v); return -1; }
+        }
+        else if (!strcmp(a, "--spec-k")) {
+            NEED_ARG; if (parse_long(a, v, 0, 64, &l)) return -1; o->spec_k = (int)l;
         }
         else if (!strcmp(a, "--quant")) {
             NEED_ARG;

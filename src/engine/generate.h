@@ -16,6 +16,7 @@ typedef struct qw_gen_stats {
     int n_prompt, n_gen;
     double prefill_s, decode_s; /* wall seconds */
     int finish;                 /* QW_FINISH_* */
+    int n_drafted, n_accepted;  /* speculative drafts verified / accepted */
 } qw_gen_stats;
 
 enum { QW_FINISH_STOP = 0, QW_FINISH_LENGTH = 1, QW_FINISH_CANCEL = 2 };
@@ -26,10 +27,11 @@ typedef int (*qw_token_cb)(void *user, int32_t token);
 
 /* Generate into slot `slot` of ctx starting at position `start_pos` (the
  * caller may keep earlier positions as a cached prefix). prompt[n_prompt] are
- * evaluated from start_pos. Fails (-1, message) if start_pos + n_prompt +
+ * evaluated from start_pos. spec_k > 0: speculative decoding with up to
+ * spec_k n-gram drafts per step (same tokens as spec_k = 0). Fails (-1, message) if start_pos + n_prompt +
  * max_new exceeds the context, or a token id is out of range. */
 int gen_run(qw_ctx *ctx, qw_pool *pool, int slot, int start_pos, const int32_t *prompt,
-            int n_prompt, int max_new, const qw_sampling *sp, qw_token_cb cb, void *user,
+            int n_prompt, int max_new, const qw_sampling *sp, int spec_k, qw_token_cb cb, void *user,
             qw_gen_stats *stats, qw_err *err);
 
 /* True if token is one of the model's EOS ids. */

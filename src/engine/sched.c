@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "engine/draft.h"
 #include "engine/generate.h"
 
 const double qw_sched_ttft_bounds[10] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
@@ -30,6 +31,7 @@ struct qw_req {
     int n_prompt, max_new, ignore_eos;
     qw_sampling sampling;
     qw_sampler *sampler;  /* engine thread only */
+    qw_drafter drafter;   /* engine thread only */
     /* published under mu */
     int n_gen;
     int done;
@@ -42,13 +44,17 @@ typedef struct slot {
     qw_req *req;   /* NULL = free */
     int n_past;    /* positions of this slot filled in the KV cache */
     int prefilling;
+    /* this step's batch entry (engine thread) */
+    int row0;      /* first logits row, -1 = none */
+    int n_draft;   /* drafted tokens after the decode token */
+    int n_out;     /* tokens sampled from the rows (accepted drafts + 1) */
 } slot;
 
 struct qw_sched {
     qw_ctx *ctx;
     qw_pool *pool;
     const qw_model *model;
-    int n_slots, n_ctx, max_batch, vocab, queue_cap, prefill_chunk;
+    int n_slots, n_ctx, max_batch, vocab, queue_cap, prefill_chunk, spec_k;
     pthread_t thread;
     int thread_started;
     pthread_mutex_t mu;
@@ -66,9 +72,9 @@ struct qw_sched {
     /* batch buffers, [max_batch] */
     int32_t *b_tok, *b_pos, *b_slot;
     uint8_t *b_want;
-    int *row_slot;          /* logits row -> slot index */
     int32_t *row_tok;       /* logits row -> sampled token */
-    int n_rows;
+    int *ent_slot;          /* [n_slots] slots with logits this step, in row order */
+    int n_ent;
     qw_sched_metrics m;
     double tps_tokens, tps_time; /* decaying window for decode_tps */
 };
@@ -188,13 +194,31 @@ static int push_token(qw_sched *s, qw_req *r, int32_t t, int n_past_after) {
     return over;
 }
 
-/* pool job: thread tid samples rows tid, tid + nth, ... */
-static void sample_rows(void *arg, int tid, int nth) {
-    qw_sched *s = arg;
-    for (int row = tid; row < s->n_rows; row += nth) {
-        qw_req *r = s->slots[s->row_slot[row]].req;
-        s->row_tok[row] = sampler_sample(r->sampler, ctx_logits(s->ctx, row), r->toks, r->n_prompt + r->n_gen);
+/* Sample one slot's rows in order: row j's logits follow the decode token
+ * and drafts 0..j-1, so they are valid only while every earlier draft was
+ * accepted; the first sampled token that differs from its draft (or the
+ * token after the last draft) ends the run. The drafts sit in r->toks right
+ * after the published tokens (unpublished, so no consumer reads them), which
+ * makes them the history the penalties see, as in plain decoding. */
+static void sample_slot(qw_sched *s, slot *sl) {
+    qw_req *r = sl->req;
+    int n_hist = r->n_prompt + r->n_gen;
+    const qw_config *cfg = &s->model->cfg;
+    sl->n_out = 0;
+    for (int j = 0; j <= sl->n_draft; j++) {
+        int row = sl->row0 + j;
+        int32_t t = sampler_sample(r->sampler, ctx_logits(s->ctx, row), r->toks, n_hist + j);
+        s->row_tok[row] = t;
+        sl->n_out++;
+        if (j == sl->n_draft || t != r->toks[n_hist + j]) break;
+        if (!r->ignore_eos && is_eos(cfg, t)) break;
     }
+}
+
+/* pool job: thread tid samples slots ent_slot[tid], [tid + nth], ... */
+static void sample_slots(void *arg, int tid, int nth) {
+    qw_sched *s = arg;
+    for (int e = tid; e < s->n_ent; e += nth) sample_slot(s, &s->slots[s->ent_slot[e]]);
 }
 
 /* One engine step. Returns 1 if it changed anything (admitted, finished or
@@ -227,19 +251,48 @@ static int step(qw_sched *s) {
         }
     }
 
-    /* Build the batch: decode tokens first, then prompt chunks. */
-    int n = 0, n_rows = 0, n_decode = 0;
+    /* Build the batch: decode tokens (each with its drafts) first, then
+     * prompt chunks. Every generating slot gets its decode token; drafts
+     * share what is left of the batch. */
+    int n = 0, n_rows = 0, n_decode = 0, n_gen_slots = 0, n_drafted = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        s->slots[i].row0 = -1;
+        s->slots[i].n_draft = 0;
+        if (s->slots[i].req && !s->slots[i].prefilling) n_gen_slots++;
+    }
+    int draft_room = s->max_batch - n_gen_slots;
+    s->n_ent = 0;
     for (int i = 0; i < s->n_slots && n < s->max_batch; i++) {
         slot *sl = &s->slots[i];
         if (!sl->req || sl->prefilling) continue;
         qw_req *r = sl->req;
-        s->b_tok[n] = r->toks[r->n_prompt + r->n_gen - 1];
+        int n_hist = r->n_prompt + r->n_gen;
+        s->b_tok[n] = r->toks[n_hist - 1];
         s->b_pos[n] = sl->n_past;
         s->b_slot[n] = i;
         s->b_want[n] = 1;
-        s->row_slot[n_rows++] = i;
+        sl->row0 = n_rows;
+        s->ent_slot[s->n_ent++] = i;
+        n_rows++;
         n++;
         n_decode++;
+        /* Drafts: no more than the tokens still allowed after this step's
+         * first one, the positions left in the context, and the room left
+         * in the batch. */
+        int limit = r->max_new - r->n_gen - 1;
+        if (limit > s->n_ctx - 1 - sl->n_past) limit = s->n_ctx - 1 - sl->n_past;
+        if (limit > draft_room) limit = draft_room;
+        int k = limit > 0 ? drafter_propose(&r->drafter, r->toks, n_hist, limit, r->toks + n_hist) : 0;
+        for (int j = 0; j < k; j++) {
+            s->b_tok[n] = r->toks[n_hist + j];
+            s->b_pos[n] = sl->n_past + 1 + j;
+            s->b_slot[n] = i;
+            s->b_want[n] = 1;
+            n_rows++;
+            n++;
+        }
+        sl->n_draft = k;
+        draft_room -= k;
     }
     /* Prompt tokens this step: while others are generating, at most
      * prefill_chunk / 2 (so one long prompt delays their next token by a
@@ -264,7 +317,8 @@ static int step(qw_sched *s) {
         }
         if (take == left) {
             s->b_want[n - 1] = 1;
-            s->row_slot[n_rows++] = i;
+            sl->row0 = n_rows++;
+            s->ent_slot[s->n_ent++] = i;
         }
     }
     if (n == 0) return did;
@@ -286,33 +340,53 @@ static int step(qw_sched *s) {
     }
     double t1 = qw_now();
 
-    /* Advance positions for every token that went in. */
+    /* Advance positions for every token that went in (rejected drafts are
+     * taken back below). */
     for (int k = 0; k < n; k++) s->slots[s->b_slot[k]].n_past++;
 
-    /* Sample every row; rows are independent (own sampler, own logits
-     * row, read-only history), so the pool's threads share them. */
-    s->n_rows = n_rows;
-    if (n_rows > 1 && pool_threads(s->pool) > 1) pool_run(s->pool, sample_rows, s);
-    else sample_rows(s, 0, 1);
+    /* Sample every slot with rows; slots are independent (own sampler, own
+     * logits rows, own history), so the pool's threads share them. */
+    if (s->n_ent > 1 && pool_threads(s->pool) > 1) pool_run(s->pool, sample_slots, s);
+    else sample_slots(s, 0, 1);
 
-    int n_generated = 0;
-    for (int row = 0; row < n_rows; row++) {
-        int i = s->row_slot[row];
+    int n_generated = 0, n_accepted = 0;
+    for (int e = 0; e < s->n_ent; e++) {
+        int i = s->ent_slot[e];
         slot *sl = &s->slots[i];
         qw_req *r = sl->req;
-        sl->prefilling = 0;
-        int32_t t = s->row_tok[row];
-        if (!r->ignore_eos && is_eos(&s->model->cfg, t)) {
-            free_slot(s, i);
-            req_finish(s, r, QW_FINISH_STOP, NULL);
-            continue;
+        /* The entry fed positions base .. base + n_draft; the cache now
+         * holds the decode token and the n_out - 1 accepted drafts. */
+        int base = sl->n_past - 1 - sl->n_draft;
+        int accepted = sl->n_out - 1;
+        if (!sl->prefilling) {
+            sl->n_past = base + sl->n_out;
+            drafter_feedback(&r->drafter, sl->n_draft, accepted);
+            n_drafted += sl->n_draft;
+            n_accepted += accepted;
+            if (sl->n_draft > 0) {
+                pthread_mutex_lock(&r->mu);
+                r->st.n_drafted += sl->n_draft;
+                r->st.n_accepted += accepted;
+                pthread_mutex_unlock(&r->mu);
+            }
         }
-        n_generated++;
-        /* The next step feeds t at position n_past; the context is full once
-         * n_past == n_ctx (t itself is output but can no longer be fed). */
-        if (push_token(s, r, t, sl->n_past)) {
-            free_slot(s, i);
-            req_finish(s, r, QW_FINISH_LENGTH, NULL);
+        sl->prefilling = 0;
+        for (int j = 0; j < sl->n_out; j++) {
+            int32_t t = s->row_tok[sl->row0 + j];
+            if (!r->ignore_eos && is_eos(&s->model->cfg, t)) {
+                free_slot(s, i);
+                req_finish(s, r, QW_FINISH_STOP, NULL);
+                break;
+            }
+            n_generated++;
+            /* The next step feeds the last token at position n_past; the
+             * context is full once that reaches n_ctx (the token itself is
+             * output but can no longer be fed). */
+            if (push_token(s, r, t, base + 1 + j)) {
+                free_slot(s, i);
+                req_finish(s, r, QW_FINISH_LENGTH, NULL);
+                break;
+            }
         }
     }
 
@@ -320,6 +394,8 @@ static int step(qw_sched *s) {
     s->m.steps++;
     s->m.busy_s += t1 - t0;
     s->m.gen_tokens_total += (uint64_t)n_generated;
+    s->m.draft_tokens_total += (uint64_t)n_drafted;
+    s->m.accepted_draft_tokens_total += (uint64_t)n_accepted;
     /* Decode throughput over a decaying window of recent steps that decoded. */
     if (n_decode > 0) {
         s->tps_tokens = s->tps_tokens * 0.9 + n_generated;
@@ -375,6 +451,7 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
     s->vocab = s->model->cfg.vocab;
     s->queue_cap = p->queue_cap;
     s->prefill_chunk = p->prefill_chunk > 0 ? p->prefill_chunk : 256;
+    s->spec_k = p->spec_k > 0 ? p->spec_k : 0;
     s->accepting = 1;
     s->m.n_slots = s->n_slots;
     pthread_mutex_init(&s->mu, NULL);
@@ -386,9 +463,9 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
     s->b_pos = malloc((size_t)mb * sizeof(int32_t));
     s->b_slot = malloc((size_t)mb * sizeof(int32_t));
     s->b_want = malloc((size_t)mb);
-    s->row_slot = malloc((size_t)mb * sizeof(int));
+    s->ent_slot = malloc((size_t)s->n_slots * sizeof(int));
     s->row_tok = malloc((size_t)mb * sizeof(int32_t));
-    if (!s->slots || !s->b_tok || !s->b_pos || !s->b_slot || !s->b_want || !s->row_slot || !s->row_tok) {
+    if (!s->slots || !s->b_tok || !s->b_pos || !s->b_slot || !s->b_want || !s->ent_slot || !s->row_tok) {
         qw_errf(err, "sched_create: out of memory");
         sched_free(s);
         return NULL;
@@ -482,7 +559,7 @@ void sched_free(qw_sched *s) {
     free(s->b_pos);
     free(s->b_slot);
     free(s->b_want);
-    free(s->row_slot);
+    free(s->ent_slot);
     free(s->row_tok);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -537,6 +614,7 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     r->max_new = max_new;
     r->ignore_eos = p->ignore_eos;
     r->sampling = p->sampling;
+    drafter_init(&r->drafter, p->no_spec ? 0 : s->spec_k);
     r->st.n_prompt = p->n_prompt;
     r->t_submit = qw_now();
 

@@ -15,6 +15,18 @@
  *      token to the request's output, finish on EOS, the token limit, the
  *      end of the context or cancellation.
  *
+ * Speculative decoding (spec_k > 0): a generating slot's entry may carry,
+ * after its decode token, up to spec_k tokens drafted from n-grams of its
+ * own sequence (draft.h), each with logits. Rows are sampled in order with
+ * the request's sampler; a draft is accepted when the sampled token equals
+ * it, and the first sampled token that differs ends the run (it is emitted
+ * too). The slot's next position then moves back past the rejected drafts,
+ * whose cache entries are overwritten later. Since forward() is batch
+ * invariant, row j's logits are bit for bit those plain decoding computes
+ * after the accepted tokens, and the sampler draws from its RNG exactly once
+ * per emitted token in the same order, so the output is the plain output,
+ * greedy and seeded sampling alike.
+ *
  * The scheduler deals in token ids only: text, stop strings and UTF-8 are
  * the business of the consumer (the servers), which cancels a request with
  * sched_req_cancel() when it has seen a stop string.
@@ -22,10 +34,10 @@
  * A request's output does not depend on what else runs: each request has
  * its own seeded sampler, and forward() computes every batch row on its own.
  * tests/unit/test_sched.c checks both: logits are bit-identical across
- * batches of 2+ tokens, and the same requests give the same tokens alone and
- * among 7 others. (A batch of exactly one token takes forward()'s
- * matrix-vector path, which sums in another order: last-bit differences,
- * relative 1e-7, which could only flip an exact near-tie.)
+ * batches of any size, a lone decode token included (the matmul kernels
+ * compute every output row with the same operations for any batch; see
+ * kernels.h), and the same requests give the same tokens alone and among 7
+ * others.
  *
  * Output channel: the engine appends generated tokens to a per-request
  * buffer allocated at submit time (never reallocated), and signals a
@@ -75,6 +87,8 @@ typedef struct qw_sched_params {
     int queue_cap;   /* requests that may wait for a slot (--queue); 0 = none wait */
     int prefill_chunk; /* max prompt tokens of one slot per step; 0 = default (256) */
     int manual;      /* 1: no engine thread, the caller drives sched_step() (see above) */
+    int spec_k;      /* speculative decoding: at most this many n-gram drafted tokens per
+                        request and step (draft.h); 0 = off */
 } qw_sched_params;
 
 /* Create the scheduler and start its engine thread (none in manual mode).
@@ -106,6 +120,7 @@ typedef struct qw_req_params {
     int max_new;           /* tokens to generate at most, >= 0 */
     qw_sampling sampling;
     int ignore_eos;        /* 1: do not stop at EOS ids */
+    int no_spec;           /* 1: no drafts for this request (plain decoding) */
 } qw_req_params;
 
 /* Queue a request. Returns QW_SCHED_OK and *out (the caller's handle, to be
@@ -137,6 +152,8 @@ typedef struct qw_req_stats {
     double total_s;   /* submit -> finish (or now, if running) */
     int finish;       /* QW_FINISH_* (generate.h); valid when done */
     int failed;       /* 1 if the engine failed on this request (see msg) */
+    int n_drafted;    /* draft tokens sent to the model for verification */
+    int n_accepted;   /* of those, accepted (each one a token gained) */
     char msg[256];
 } qw_req_stats;
 
@@ -152,6 +169,8 @@ typedef struct qw_sched_metrics {
     uint64_t requests_finished;
     uint64_t prompt_tokens_total;
     uint64_t gen_tokens_total;
+    uint64_t draft_tokens_total;  /* speculative drafts verified */
+    uint64_t accepted_draft_tokens_total;
     double ttft_sum_s;            /* sum over requests that produced a token */
     uint64_t ttft_count;
     uint64_t ttft_buckets[10];    /* cumulative counts of ttft <= bounds[i] */

@@ -469,6 +469,9 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
     if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
     r->seed_set = is_present(cJSON_GetObjectItemCaseSensitive(o, "seed"));
     if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
+    int spec = 1;
+    if (get_bool(o, "speculative", &spec, e) < 0) goto out;
+    r->no_spec = !spec;
     if (get_bool(o, "stream", &r->stream, e) < 0) goto out;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(o, "stream_options");
     if (is_present(so)) {
@@ -623,11 +626,14 @@ static cJSON *str_n(const char *s, size_t n) {
 
 static double round3(double x) { return isfinite(x) ? floor(x * 1000.0 + 0.5) / 1000.0 : 0.0; }
 
-static void add_usage(cJSON *root, int prompt, int gen) {
+static void add_usage(cJSON *root, int prompt, int gen, int drafted, int accepted) {
     cJSON *u = cJSON_AddObjectToObject(root, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", gen);
     cJSON_AddNumberToObject(u, "total_tokens", prompt + gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "completion_tokens_details");
+    cJSON_AddNumberToObject(d, "draft_tokens", drafted);
+    cJSON_AddNumberToObject(d, "accepted_draft_tokens", accepted);
 }
 
 static cJSON *head(const api_meta *m, const char *object) {
@@ -654,7 +660,7 @@ char *api_completion_json(const api_meta *m, const api_result *r) {
     cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", r->finish);
     cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens);
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
     /* The seed's fields. */
     cJSON_AddItemToObject(root, "text", str_n(r->text, r->text_len));
     cJSON_AddNumberToObject(root, "prompt_tokens", r->prompt_tokens);
@@ -676,7 +682,7 @@ char *api_chat_json(const api_meta *m, const api_result *r) {
     cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", r->finish);
     cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens);
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(t, "prefill_tps", round3(r->prefill_tps));
     cJSON_AddNumberToObject(t, "decode_tps", round3(r->decode_tps));
@@ -689,7 +695,8 @@ char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const ch
     cJSON *root = head(m, kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
     if (usage) {
-        add_usage(root, usage->prompt_tokens, usage->completion_tokens);
+        add_usage(root, usage->prompt_tokens, usage->completion_tokens, usage->draft_tokens,
+                  usage->accepted_draft_tokens);
     } else {
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", 0);

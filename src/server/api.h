@@ -15,6 +15,9 @@
  *                              presence_penalty, frequency_penalty,
  *                              repetition_penalty, ignore_eos, stream,
  *                              stream_options.include_usage; n must be 1
+ *   Both take "speculative": false (qwenc's extension) to decode without
+ *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
+ *   accepted_draft_tokens (the speculative drafts verified and accepted).
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
  * Fields that would change the meaning of a request and are not supported
  * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
@@ -77,6 +80,7 @@ typedef struct api_req {
     int stream;
     int include_usage;
     int seed_set;             /* the request gave "seed" */
+    int no_spec;              /* "speculative": false */
 } api_req;
 
 /* Parse a /v1/completions or /v1/chat/completions body (already checked to
@@ -109,6 +113,7 @@ typedef struct api_result {
     size_t text_len;
     const char *finish;   /* "stop" / "length" */
     int prompt_tokens, gen_tokens;
+    int draft_tokens, accepted_draft_tokens;
     double prefill_tps, decode_tps, elapsed_s;
 } api_result;
 
@@ -124,6 +129,7 @@ char *api_chat_json(const api_meta *m, const api_result *r);
  * usage: if non-NULL, a usage-only chunk (choices []) with these counts. */
 typedef struct api_usage {
     int prompt_tokens, completion_tokens;
+    int draft_tokens, accepted_draft_tokens;
 } api_usage;
 char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text,
                     size_t text_len, const char *finish, const api_usage *usage);

@@ -50,13 +50,14 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     e->ctx = ctx_create(e->model, o->parallel, n_ctx, max_batch, err);
     if (!e->ctx) goto fail;
     ctx_set_precision(e->ctx, (qw_precision)o->precision);
-    qw_sched_params sp = {.n_slots = o->parallel, .queue_cap = o->queue, .prefill_chunk = 0};
+    qw_sched_params sp = {.n_slots = o->parallel, .queue_cap = o->queue, .prefill_chunk = 0,
+                            .spec_k = o->spec_k};
     e->sched = sched_create(e->ctx, e->pool, &sp, err);
     if (!e->sched) goto fail;
     e->sampling = engine_default_sampling(cfg, o->sampling);
     e->random_seed = o->sampling == NULL;
-    LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads", e->model->name ? e->model->name : "model",
-             o->parallel, n_ctx, max_batch, threads);
+    LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads, speculative drafts %d",
+             e->model->name ? e->model->name : "model", o->parallel, n_ctx, max_batch, threads, o->spec_k);
     return 0;
 fail:
     engine_close(e, 0);

@@ -26,6 +26,7 @@ typedef struct qw_engine_opts {
     int need_tokenizer; /* 1: fail if the folder has no tokenizer */
     int quant;          /* qw_dtype to quantize to at load (QW_Q8_0), or -1 */
     int precision;      /* qw_precision of the forward passes (0 = fast) */
+    int spec_k;         /* speculative decoding: most n-gram drafts per step; 0 = off */
     const qw_sampling *sampling; /* CLI sampling, or NULL for the model's defaults */
 } qw_engine_opts;
 

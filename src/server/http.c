@@ -269,6 +269,10 @@ static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine
     METRIC("prompt_tokens_total", "counter", "Prompt tokens of accepted requests.", "%llu",
            (unsigned long long)m.prompt_tokens_total);
     METRIC("completion_tokens_total", "counter", "Tokens generated (completion tokens).", "%llu", (unsigned long long)m.gen_tokens_total);
+    METRIC("draft_tokens_total", "counter", "Speculative draft tokens verified.", "%llu",
+           (unsigned long long)m.draft_tokens_total);
+    METRIC("accepted_draft_tokens_total", "counter", "Speculative draft tokens accepted.", "%llu",
+           (unsigned long long)m.accepted_draft_tokens_total);
     fprintf(f, "# HELP qwenc_time_to_first_token_seconds Time from request to first generated token.\n"
                "# TYPE qwenc_time_to_first_token_seconds histogram\n");
     for (int b = 0; b < 10; b++)
@@ -447,7 +451,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
             if (st->req.include_usage) {
-                api_usage u = {st->req.n_prompt, st->sess.n_used};
+                qw_req_stats rs;
+                sched_req_stats(st->sess.req, &rs);
+                api_usage u = {st->req.n_prompt, st->sess.n_used, rs.n_drafted, rs.n_accepted};
                 if (out_add(st, api_sse_chunk(st->kind, &m, NULL, NULL, 0, NULL, &u)) < 0)
                     return MHD_CONTENT_READER_END_WITH_ERROR;
             }
@@ -493,6 +499,7 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
         .max_new = req.max_tokens,
         .sampling = req.sampling,
         .ignore_eos = req.ignore_eos,
+        .no_spec = req.no_spec,
     };
     qw_req *r;
     qw_err err;
@@ -600,6 +607,8 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
         .finish = s.finish,
         .prompt_tokens = req.n_prompt,
         .gen_tokens = s.n_used,
+        .draft_tokens = st.n_drafted,
+        .accepted_draft_tokens = st.n_accepted,
         .prefill_tps = st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0,
         .decode_tps = st.decode_s > 0 && st.n_gen > 1 ? (st.n_gen - 1) / st.decode_s : 0,
         .elapsed_s = st.total_s,

@@ -114,6 +114,14 @@ char *sockserv_handle_line(qw_engine *e, const char *line, size_t len, int (*gon
         }
         p.ignore_eos = cJSON_IsTrue(ie);
     }
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "speculative");
+    if (sp && !cJSON_IsNull(sp)) {
+        if (!cJSON_IsBool(sp)) {
+            out = err_line("'speculative' must be a boolean%s%s", NULL, NULL);
+            goto done;
+        }
+        p.no_spec = !cJSON_IsTrue(sp);
+    }
     qw_err err;
     if (sched_submit(e->sched, &p, &r, &err) != QW_SCHED_OK) {
         out = err_line("%s%s", err.msg, NULL);
@@ -150,8 +158,9 @@ char *sockserv_handle_line(qw_engine *e, const char *line, size_t len, int (*gon
         double ptps = st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0;
         double dtps = st.decode_s > 0 && ng > 1 ? (ng - 1) / st.decode_s : 0;
         fprintf(f, "],\"prompt_tokens\":%d,\"gen_tokens\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
-                   "\"elapsed_s\":%.3f,\"finish_reason\":\"%s\"}",
-                st.n_prompt, ng, ptps, dtps, st.total_s, st.finish == QW_FINISH_LENGTH ? "length" : "stop");
+                   "\"elapsed_s\":%.3f,\"finish_reason\":\"%s\",\"draft_tokens\":%d,\"accepted_draft_tokens\":%d}",
+                st.n_prompt, ng, ptps, dtps, st.total_s, st.finish == QW_FINISH_LENGTH ? "length" : "stop",
+                st.n_drafted, st.n_accepted);
         fclose(f);
         out = buf;
     }

@@ -248,7 +248,7 @@ static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_c
                 qw_sampling sp = sampling_default();
                 collect col = {{0}, 0};
                 qw_gen_stats st;
-                int rc = gen_run(ctx, pool, 1, 0, c->tokens, c->n, c->n_greedy, &sp, collect_cb, &col, &st, &err);
+                int rc = gen_run(ctx, pool, 1, 0, c->tokens, c->n, c->n_greedy, &sp, 0, collect_cb, &col, &st, &err);
                 CHECK(rc == 0, "%s/%s: gen_run: %s", name, c->name, err.msg);
                 int same = col.n == c->n_greedy && !memcmp(col.ids, c->greedy, (size_t)col.n * sizeof(int32_t));
                 int first_diff = -1;

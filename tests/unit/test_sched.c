@@ -7,6 +7,7 @@
  *   - the scheduler gives a request the same tokens alone as among 7
  *     others, greedy and seeded sampling, with prompts chunked differently;
  *   - the scheduler agrees with gen_run (the single-sequence path);
+ *   - speculative decoding (n-gram drafts) gives exactly the plain tokens;
  *   - cancellation frees the slot, a full queue says EFULL, bad prompts
  *     say EINVAL, the context limit ends with LENGTH, stop cancels.
  *
@@ -313,7 +314,7 @@ static void test_vs_gen_run(qw_model *m, qw_pool *pool) {
     collect col = {.n = 0};
     qw_gen_stats gs;
     qw_sampling g = sampling_default();
-    int rc = gen_run(c1, pool, 0, 0, p, 30, 20, &g, collect_cb, &col, &gs, &err);
+    int rc = gen_run(c1, pool, 0, 0, p, 30, 20, &g, 0, collect_cb, &col, &gs, &err);
     CHECK(rc == 0, "gen_run: %s", err.msg);
     /* gen_run stops at EOS; with ignore_eos the scheduler does not, so
      * compare the common part. */
@@ -539,6 +540,123 @@ static void test_threaded_cancel(qw_model *m, qw_pool *pool) {
     ctx_free(c);
 }
 
+/* Speculative decoding (sched.h): with n-gram drafts the scheduler gives
+ * every request exactly the tokens it gives without, greedy and seeded
+ * sampling, alone and among others, at the token and context limits; a
+ * request whose output repeats its own text gets drafts accepted (so the
+ * comparison covers real verification runs, not only draft-free steps);
+ * "no_spec" turns drafting off per request; the counters add up. */
+static qw_sched *spec_sched(qw_ctx *c, qw_pool *pool, int spec_k) {
+    qw_err err;
+    qw_sched_params sp = {.n_slots = 8, .queue_cap = 16, .prefill_chunk = 16, .manual = 1, .spec_k = spec_k};
+    qw_sched *s = sched_create(c, pool, &sp, &err);
+    CHECK(s != NULL, "sched_create: %s", err.msg);
+    return s;
+}
+
+static void test_spec(qw_model *m, qw_pool *pool) {
+    qw_err err;
+    qw_ctx *c = ctx_create(m, 8, N_CTX, 64, &err);
+    CHECK(c != NULL, "ctx_create: %s", err.msg);
+    if (!c) return;
+    enum { N = 9 };
+    static int32_t prompts[N][N_CTX];
+    qw_req_params ps[N];
+    for (int i = 0; i < N; i++) {
+        int len = 4 + i * 7;
+        prompt_of(i, len, prompts[i]);
+        ps[i] = (qw_req_params){.prompt = prompts[i], .n_prompt = len, .max_new = 40 + 5 * i,
+                                .sampling = sampling_default(), .ignore_eos = i % 2};
+        if (i % 3 == 2) {
+            ps[i].sampling.temperature = 0.8f;
+            ps[i].sampling.top_k = 20;
+            ps[i].sampling.top_p = 0.9f;
+            ps[i].sampling.repeat_penalty = 1.1f;
+            ps[i].sampling.seed = 77 + (uint64_t)i;
+        }
+    }
+    /* Request 0: a short cycle repeated: the greedy output of this model
+     * keeps cycling (checked below through the accepted count). */
+    for (int k = 0; k < 24; k++) prompts[0][k] = (int32_t)(10 + k % 4);
+    ps[0].n_prompt = 24;
+    /* Request 7: the context limit ends it (N_CTX - 130 tokens left). */
+    prompt_of(70, 130, prompts[7]);
+    ps[7].n_prompt = 130;
+    ps[7].max_new = 100;
+    /* Request 8: a token limit that falls inside a drafted run. */
+    for (int k = 0; k < 24; k++) prompts[8][k] = (int32_t)(10 + k % 4);
+    ps[8].n_prompt = 24;
+    ps[8].max_new = 13;
+
+    run plain[N], alone[N], together[N];
+    qw_sched *s = spec_sched(c, pool, 0);
+    if (!s) goto out;
+    for (int i = 0; i < N; i++) run_batch(s, 1, 1, &ps[i], &plain[i]);
+    sched_free(s);
+
+    s = spec_sched(c, pool, 6);
+    if (!s) goto out;
+    for (int i = 0; i < N; i++) run_batch(s, 1, 1, &ps[i], &alone[i]);
+    qw_sched_metrics m1 = metrics_of(s);
+    CHECK(m1.accepted_draft_tokens_total > 0 && m1.accepted_draft_tokens_total <= m1.draft_tokens_total,
+          "no drafts accepted alone: %llu of %llu", (unsigned long long)m1.accepted_draft_tokens_total,
+          (unsigned long long)m1.draft_tokens_total);
+    run_batch(s, 1, N, ps, together);
+    for (int i = 0; i < N; i++) {
+        CHECK(plain[i].n > 0, "request %d: no tokens", i);
+        CHECK(same(&plain[i], &alone[i]), "request %d: speculative tokens alone != plain (%d vs %d tokens)", i,
+              alone[i].n, plain[i].n);
+        CHECK(same(&plain[i], &together[i]), "request %d: speculative tokens among %d others != plain", i, N - 1);
+    }
+    CHECK(plain[7].n == N_CTX - 130 && plain[7].finish == QW_FINISH_LENGTH, "request 7: %d tokens, finish %d",
+          plain[7].n, plain[7].finish);
+    CHECK(plain[8].n == 13 && plain[8].finish == QW_FINISH_LENGTH, "request 8: %d tokens, finish %d", plain[8].n,
+          plain[8].finish);
+
+    /* Per request counts: the cycling request drafts and gains; with
+     * no_spec it drafts nothing and still gives the same tokens. */
+    qw_req *r;
+    int rc = sched_submit(s, &ps[0], &r, &err);
+    CHECK(rc == QW_SCHED_OK, "submit: %s", err.msg);
+    if (rc == QW_SCHED_OK) {
+        int steps = drive(s, &r, 1, 1000);
+        qw_req_stats st = stats_of(r);
+        CHECK(st.n_accepted > 0 && st.n_accepted <= st.n_drafted, "request 0: accepted %d of %d drafts",
+              st.n_accepted, st.n_drafted);
+        /* Each step emits 1 + accepted tokens; the first comes from prefill. */
+        CHECK(steps < st.n_gen, "request 0: %d steps for %d tokens: no step gained", steps, st.n_gen);
+        sched_req_release(r);
+    }
+    qw_req_params off = ps[0];
+    off.no_spec = 1;
+    run r_off;
+    qw_sched_metrics m2 = metrics_of(s);
+    run_batch(s, 1, 1, &off, &r_off);
+    qw_sched_metrics m3 = metrics_of(s);
+    CHECK(same(&r_off, &plain[0]), "no_spec: tokens differ");
+    CHECK(m3.draft_tokens_total == m2.draft_tokens_total, "no_spec: %llu tokens drafted",
+          (unsigned long long)(m3.draft_tokens_total - m2.draft_tokens_total));
+    sched_free(s);
+
+    /* The single-sequence path: gen_run with drafts == without. */
+    for (int i = 0; i < N; i++) {
+        if (i == 7) continue; /* gen_run checks the context up front */
+        collect a = {.n = 0}, b = {.n = 0};
+        qw_gen_stats ga, gb;
+        int ra = gen_run(c, pool, 0, 0, ps[i].prompt, ps[i].n_prompt, ps[i].max_new, &ps[i].sampling, 0, collect_cb,
+                         &a, &ga, &err);
+        int rb = gen_run(c, pool, 1, 0, ps[i].prompt, ps[i].n_prompt, ps[i].max_new, &ps[i].sampling, 6, collect_cb,
+                         &b, &gb, &err);
+        CHECK(ra == 0 && rb == 0, "gen_run %d: %s", i, err.msg);
+        CHECK(a.n == b.n && ga.finish == gb.finish && !memcmp(a.t, b.t, (size_t)a.n * sizeof(int32_t)),
+              "gen_run %d: speculative != plain (%d vs %d tokens)", i, b.n, a.n);
+        CHECK(ga.n_drafted == 0, "gen_run %d: drafts with spec_k 0", i);
+        if (i == 0) CHECK(gb.n_accepted > 0, "gen_run 0: accepted %d of %d", gb.n_accepted, gb.n_drafted);
+    }
+out:
+    ctx_free(c);
+}
+
 int main(void) {
     qw_log_set_level(QW_LOG_WARN);
     qw_err err;
@@ -569,6 +687,7 @@ int main(void) {
         test_vs_gen_run(m, pool);
         test_limits_and_cancel(m, pool);
         test_threaded_cancel(m, pool);
+        test_spec(m, pool);
         pool_free(pool);
     }
     model_free(m);

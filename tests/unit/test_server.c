@@ -157,11 +157,17 @@ static void test_sse(void) {
     cJSON_Delete(j);
     free(ev);
 
-    api_usage u = {7, 5};
+    api_usage u = {7, 5, 4, 3};
     ev = api_sse_chunk(API_CHAT, &m, NULL, NULL, 0, NULL, &u);
     j = parse_sse(ev);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")) == 0, "usage chunk has no choices");
     CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "total_tokens")->valueint == 12, "total");
+    cJSON *det = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "completion_tokens_details");
+    CHECK(det && cJSON_GetObjectItem(det, "draft_tokens") &&
+              cJSON_GetObjectItem(det, "draft_tokens")->valueint == 4 &&
+              cJSON_GetObjectItem(det, "accepted_draft_tokens") &&
+              cJSON_GetObjectItem(det, "accepted_draft_tokens")->valueint == 3,
+          "usage.completion_tokens_details draft counts");
     cJSON_Delete(j);
     free(ev);
 
@@ -253,7 +259,16 @@ static void test_parse_no_tokenizer(void) {
     b = "{\"prompt\":[5]}";
     CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0 && r.max_tokens == 50, "default max_tokens 50");
     CHECK(!r.seed_set, "seed_set without a seed");
+    CHECK(!r.no_spec, "speculation off without \"speculative\"");
     api_req_free(&r);
+    b = "{\"prompt\":[5],\"speculative\":false}";
+    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0 && r.no_spec, "\"speculative\": false");
+    api_req_free(&r);
+    b = "{\"prompt\":[5],\"speculative\":true}";
+    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0 && !r.no_spec, "\"speculative\": true");
+    api_req_free(&r);
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"speculative\":\"no\"}", 400, "speculative");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"speculative\":0}", 400, "speculative");
 
     bad(API_COMPLETION, &lim, "{", 400, NULL);
     bad(API_COMPLETION, &lim, "[1]", 400, NULL);
