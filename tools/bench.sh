@@ -31,7 +31,7 @@
 #   BENCH_OUT=DIR        where the reports go (default build/bench)
 #   BENCH_NO_LLAMA=1     measure qwenc only
 #   BENCH_LLAMA_BUILD=0  never build llama.cpp (use it only if already built)
-#   BENCH_LLAMA_OMP=     OMP_WAIT_POLICY for llama-bench (default passive; see bench_run.py)
+#   BENCH_LLAMA_OMP=P    OMP_WAIT_POLICY for llama-bench (default unset, as users run it; see bench_run.py)
 #   QWENC_PRECISION=P    passed as --precision P;  QWENC_ARGS="..." more qwenc arguments
 #   REAL_MODEL=FILE      the real 0.5B Q4_K_M GGUF (REAL_MODEL_1_5B: the 1.5B)
 #   LLAMA_BIN=DIR        llama-bench's folder
