@@ -134,7 +134,7 @@ bench: qwenc
 # without n-gram drafts, and llama-server --spec-type ngram-simple when
 # LLAMA_SERVER=PATH is given.
 bench-spec: qwenc
-	@m=$${REAL_MODEL:-$$HOME/.cache/qwenc-real/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}; \
+	@m=$${REAL_MODEL:-$$(tools/real-model.sh --path 0.5b)}; \
 	if [ -f "$$m" ]; then python3 tools/bench_spec.py --model "$$m" $${LLAMA_SERVER:+--llama-server "$$LLAMA_SERVER"}; \
 	else echo "bench-spec: skipped: no real 0.5B Q4_K_M file at $$m (set REAL_MODEL=FILE)"; fi
 
