@@ -51,7 +51,7 @@ if [ -e /usr/lib/aarch64-linux-gnu/libcjson.so ]; then
     # shellcheck disable=SC2086
     if ! $CC $(echo "$CFLAGS" | sed 's/ -static//') -I/usr/include/cjson -o "$OUT/test_fidelity" \
             tests/fidelity/test_fidelity.c $LIBSRC src/format/*.c src/model/*.c src/infer/*.c src/sample/*.c \
-            src/engine/generate.c -L/usr/lib/aarch64-linux-gnu -lcjson -lm -pthread; then
+            src/engine/generate.c src/engine/draft.c -L/usr/lib/aarch64-linux-gnu -lcjson -lm -pthread; then
         echo "arm64_check: build of test_fidelity failed" >&2
         fail=1
     elif ! QEMU_LD_PREFIX=/usr/aarch64-linux-gnu QWENC_FIDELITY_LEVELS=neon QWENC_FIDELITY_MAX_TOKENS=64 QWENC_FIDELITY_THREADS=1 \
