@@ -155,6 +155,31 @@ static int case_wanted(const fcase *c) {
     return !s || !*s || c->n <= atoi(s);
 }
 
+/* Prefill all of case c's positions in chunks of CHUNK, logits for each;
+ * the worst relative error against the reference and its position. Returns
+ * 0 (after a failed check) when forward fails. */
+static int prefill_worst(qw_ctx *ctx, qw_pool *pool, const fcase *c, const char *name, double *worst,
+                         int *worst_pos) {
+    qw_err err = {{0}};
+    int32_t pos[CHUNK];
+    uint8_t want[CHUNK];
+    memset(want, 1, sizeof want);
+    for (int i = 0; i < c->n; i += CHUNK) {
+        int n = c->n - i < CHUNK ? c->n - i : CHUNK;
+        for (int j = 0; j < n; j++) pos[j] = i + j;
+        qw_batch b = {.n = n, .tokens = c->tokens + i, .pos = pos, .slot = NULL, .want_logits = want};
+        if (forward(ctx, &b, pool, &err)) {
+            CHECK(0, "%s/%s: forward: %s", name, c->name, err.msg);
+            return 0;
+        }
+        for (int j = 0; j < n; j++) {
+            double e = rel_err(ctx_logits(ctx, j), c->ref + (int64_t)(i + j) * c->vocab, c->vocab);
+            if (!(e <= *worst)) *worst = e, *worst_pos = i + j;
+        }
+    }
+    return 1;
+}
+
 static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_checked) {
     fcase cases[MAX_CASES];
     int nc = load_cases(dir, cases);
@@ -186,7 +211,6 @@ static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_c
             model_free(m);
             break;
         }
-        int32_t pos[CHUNK];
         uint8_t want[CHUNK];
         memset(want, 1, sizeof want);
         for (int ci = 0; ci < nc; ci++) {
@@ -200,22 +224,9 @@ static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_c
             /* all positions, prefilled in chunks of CHUNK: fast, then exact
              * (which the rest of the checks use) */
             double worst = 0;
-            int worst_pos = -1, ok = 1;
+            int worst_pos = -1;
             ctx_set_precision(ctx, QW_PRECISION_FAST);
-            for (int i = 0; i < c->n && ok; i += CHUNK) {
-                int n = c->n - i < CHUNK ? c->n - i : CHUNK;
-                for (int j = 0; j < n; j++) pos[j] = i + j;
-                qw_batch b = {.n = n, .tokens = c->tokens + i, .pos = pos, .slot = NULL, .want_logits = want};
-                if (forward(ctx, &b, pool, &err)) {
-                    CHECK(0, "%s/%s: forward: %s", name, c->name, err.msg);
-                    ok = 0;
-                    break;
-                }
-                for (int j = 0; j < n; j++) {
-                    double e = rel_err(ctx_logits(ctx, j), c->ref + (int64_t)(i + j) * c->vocab, c->vocab);
-                    if (!(e <= worst)) worst = e, worst_pos = i + j;
-                }
-            }
+            int ok = prefill_worst(ctx, pool, c, name, &worst, &worst_pos);
             double tol_fast = m->embed.dtype == QW_F32 ? tol : 2e-2;
             CHECK(ok && worst <= tol_fast, "[%s] %s/%s: fast precision: logits rel err %.3g at position %d > %.0e",
                   levels[li], name, c->name, worst, worst_pos, tol_fast);
@@ -223,20 +234,7 @@ static void run_model(const char *dir, const char *name, qw_pool *pool, int *n_c
                    tol_fast);
             ctx_set_precision(ctx, QW_PRECISION_EXACT);
             worst = 0, worst_pos = -1;
-            for (int i = 0; i < c->n && ok; i += CHUNK) {
-                int n = c->n - i < CHUNK ? c->n - i : CHUNK;
-                for (int j = 0; j < n; j++) pos[j] = i + j;
-                qw_batch b = {.n = n, .tokens = c->tokens + i, .pos = pos, .slot = NULL, .want_logits = want};
-                if (forward(ctx, &b, pool, &err)) {
-                    CHECK(0, "%s/%s: forward: %s", name, c->name, err.msg);
-                    ok = 0;
-                    break;
-                }
-                for (int j = 0; j < n; j++) {
-                    double e = rel_err(ctx_logits(ctx, j), c->ref + (int64_t)(i + j) * c->vocab, c->vocab);
-                    if (!(e <= worst)) worst = e, worst_pos = i + j;
-                }
-            }
+            if (ok) ok = prefill_worst(ctx, pool, c, name, &worst, &worst_pos);
             /* also relative to the whole case's max|ref| */
             CHECK(ok && worst <= tol, "[%s] %s/%s: logits rel err %.3g at position %d > %.0e", levels[li], name,
                   c->name, worst, worst_pos, tol);
