@@ -370,7 +370,7 @@ int mode_chat(int argc, char **argv) {
     int tty_in = isatty(0);
     c.tty_out = isatty(1);
     fprintf(stderr, "qwenc chat: %s (%d layers, hidden %d, %s) loaded in %.1f s; %d threads, context %d\n",
-            m->name, cfg->n_layers, cfg->hidden, qw_dtype_name(m->embed.dtype), qw_now() - t0, threads, c.n_ctx);
+            m->name, cfg->n_layers, cfg->hidden, m->file_type[0] ? m->file_type : m->format, qw_now() - t0, threads, c.n_ctx);
     if (cfg->random_weights)
         fprintf(stderr, "qwenc chat: *** RANDOM WEIGHTS (qwenc synth): the answers are meaningless ***\n");
     if (c.sp.temperature == 0) fprintf(stderr, "qwenc chat: sampling: greedy\n");

@@ -162,7 +162,7 @@ int mode_tokens(const qw_opts *o) {
     double t_loaded = qw_now();
     LOG_INFO("loaded %s in %.3f s (%d layers, hidden %d, vocab %d, %.1f MB of weights, %s); %d threads, ctx %d",
              m->name, t_loaded - t0, cfg->n_layers, cfg->hidden, cfg->vocab, (double)m->weight_bytes / 1e6,
-             qw_dtype_name(m->embed.dtype), threads, n_ctx);
+             m->file_type[0] ? m->file_type : m->format, threads, n_ctx);
     if (cfg->random_weights)
         fprintf(stderr, "qwenc: *** RANDOM WEIGHTS (qwenc synth): the output is meaningless ***\n");
 
