@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "hub/cache.h"
 #include "hub/sha.h"
 
@@ -168,7 +169,7 @@ static long http_head(puller *p, const char *url0, resp *r, int *neterr, qw_err 
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, p->headers);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/0.1");
+        curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/" QWENC_VERSION);
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body);
@@ -339,7 +340,7 @@ static int http_get(puller *p, const char *url, const char *path, const char *na
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, p->headers);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/0.1");
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/" QWENC_VERSION);
     curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
