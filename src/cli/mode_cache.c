@@ -5,7 +5,8 @@
  * REPO:QUANT for each .gguf of a GGUF repo), the size on disk (blobs that
  * snapshot links to; a partial download is listed as such), the format.
  * rm REPO removes the repo's whole cache folder; rm REPO:QUANT only that
- * file's links and the blobs nothing else links to.
+ * file's links and the blobs nothing else links to (and the folder when
+ * nothing is left in it).
  */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
@@ -296,6 +297,13 @@ int mode_rm(int argc, char **argv) {
         int rc;
         if (quant) {
             rc = rm_quant(dir, argv[i], quant, &freed);
+            /* Its last file gone: the repo's folder goes too (refs, empty snapshots). */
+            char blobs[PATH_MAX];
+            spf(blobs, sizeof blobs, "%s/blobs", dir);
+            int n_left = 0;
+            char **left = list_dir(blobs, &n_left);
+            free_list(left, n_left);
+            if (rc == 0 && n_left == 0) nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
         } else {
             freed = tree_size(dir, NULL);
             rc = nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0;

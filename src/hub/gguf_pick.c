@@ -1,11 +1,15 @@
 /* gguf_pick.c - quant tags of .gguf file names; see gguf_pick.h. */
 #include "hub/gguf_pick.h"
 
+#include <dirent.h>
+
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "hub/cache.h"
 
 /* "-00001-of-00003" right before ".gguf": its length, and the numbers. */
 static size_t split_suffix(const char *s, size_t n, int *part, int *count) {
@@ -107,4 +111,35 @@ int hub_split_spec(const char *spec, char *repo_buf, size_t cap, const char **qu
     *quant = colon ? colon + 1 : NULL;
     if (colon && !colon[1]) return -1;
     return 0;
+}
+
+char *hub_cached_gguf(const char *repo, const char *rev, const char *quant, qw_err *err) {
+    char *snap = hub_snapshot_dir(repo, rev, err);
+    if (!snap) return NULL;
+    DIR *d = opendir(snap);
+    char **names = NULL, *path = NULL;
+    int n = 0, cap = 0, *picked = NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **nv = realloc(names, (size_t)(cap = cap ? cap * 2 : 16) * sizeof *nv);
+            if (!nv) break;
+            names = nv;
+        }
+        if ((names[n] = strdup(e->d_name))) n++;
+    }
+    if (d) closedir(d);
+    picked = malloc((size_t)(n > 0 ? n : 1) * sizeof *picked);
+    char what[600];
+    snprintf(what, sizeof what, "%s (cached)", repo);
+    int k = picked ? hub_gguf_pick((const char *const *)names, n, quant, what, picked, err) : -1;
+    if (k > 1) qw_errf(err, "%s: the %s model is split into %d files: qwenc loads single-file GGUFs only", repo,
+                       quant ? quant : "GGUF", k);
+    else if (k == 1) path = hub_path_join(snap, names[picked[0]]);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(picked);
+    free(snap);
+    return path;
 }

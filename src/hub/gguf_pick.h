@@ -33,4 +33,9 @@ int hub_gguf_pick(const char *const *names, int n, const char *quant, const char
  * spec, or NULL without a ':'). Returns 0 or -1 (too long / empty tag). */
 int hub_split_spec(const char *spec, char *repo_buf, size_t cap, const char **quant);
 
+/* The cached .gguf of repo at rev (NULL: main) for quant (NULL: the
+ * snapshot's only .gguf): its path in the snapshot folder (malloc'd), or
+ * NULL with a message (not cached; none or several .gguf there). */
+char *hub_cached_gguf(const char *repo, const char *rev, const char *quant, qw_err *err);
+
 #endif
