@@ -92,12 +92,13 @@ int hub_gguf_pick(const char *const *names, int n, const char *quant, const char
         }
         picked[k] = v;
     }
-    for (int j = 0; j < n_picked; j++) {
-        int pj, cj;
-        hub_gguf_quant(names[picked[j]], tag, sizeof tag, &pj, &cj);
-        if (pj != j + 1 || cj != count || n_picked != count)
-            return qw_errf(err, "%s: the %s files are not one whole model: part %d of %d is missing or doubled", what,
-                           quant ? quant : first_tag, j + 1, count);
+    for (int j = 0; j <= n_picked; j++) {
+        int pj = count + 1, cj = count;
+        if (j < n_picked) hub_gguf_quant(names[picked[j]], tag, sizeof tag, &pj, &cj);
+        if (j == n_picked && n_picked == count) break;
+        if (pj != j + 1 || cj != count)
+            return qw_errf(err, "%s: the %s files are not one whole model: part %d of %d is %s", what,
+                           quant ? quant : first_tag, j + 1, count, pj < j + 1 ? "doubled" : "missing");
     }
     return n_picked;
 }
