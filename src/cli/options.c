@@ -370,12 +370,14 @@ static const char *join_words(const char *const *w, int n) {
 }
 
 int opts_finish(qw_opts *o, int cmd, const char *cmd_name) {
-    const char *who = cmd_name ? cmd_name : "qwenc";
+    char who[32];
+    snprintf(who, sizeof who, "qwenc%s%s", cmd_name ? " " : "", cmd_name ? cmd_name : "");
     int np = 0;
     /* MODEL: -m, else the first positional. */
     if (!o->model) {
         if (o->n_pos == 0) {
             fprintf(stderr, "%s: no MODEL given (a folder, a .gguf file or a repo id; first, or with -m)\n", who);
+            if (cmd_name) usage_command(cmd_name, stderr);
             return -1;
         }
         o->model = o->pos[np++];
