@@ -13,6 +13,8 @@
 
 #include "sample/sampler.h"
 
+struct qw_model;
+
 /* The modes of a model command, as bits (an option's scope is a set of them). */
 enum {
     M_TOKENS = 1 << 0,     /* token ids in, ids out (the seed's form) */
@@ -143,6 +145,10 @@ void cli_warn(const char *fmt, ...)
  * the model's positions): one warning line when they differ. */
 void cli_warn_ctx_capped(const qw_opts *o, int n_ctx_used, int model_max);
 
+/* After --quant: one warning line when matrices were kept as stored
+ * (a GGUF's quantized tensors). */
+void cli_warn_quant_kept(const qw_opts *o, const struct qw_model *m);
+
 /* Parse token ids separated by spaces, tabs, newlines or commas into a
  * malloc'd array. On bad input prints "qwenc: WHAT: ..." and returns -1.
  * (src/cli/common.c) */
@@ -150,7 +156,6 @@ int cli_parse_ids(const char *what, const char *s, int allow_empty, int32_t **ou
 
 /* After model_load: quantize per --quant (nothing if o->quant < 0). On
  * failure prints "qwenc: <reason>" and returns -1. (src/cli/common.c) */
-struct qw_model;
 int cli_quantize(const qw_opts *o, struct qw_model *m);
 
 /* Block SIGINT and SIGTERM in this thread and every thread it starts, so the

@@ -23,6 +23,7 @@ int cli_quantize(const qw_opts *o, qw_model *m) {
     }
     LOG_INFO("quantized to %s in %.2f s: %.0f MB of weights", qw_dtype_name((qw_dtype)o->quant), qw_now() - t0,
              (double)m->weight_bytes / 1e6);
+    cli_warn_quant_kept(o, m);
     return 0;
 }
 
@@ -110,4 +111,10 @@ void cli_warn(const char *fmt, ...) {
 void cli_warn_ctx_capped(const qw_opts *o, int n_ctx_used, int model_max) {
     if (o->n_ctx > n_ctx_used)
         cli_warn("--ctx %d is more than the model's %d positions: using %d", o->n_ctx, model_max, n_ctx_used);
+}
+
+void cli_warn_quant_kept(const qw_opts *o, const qw_model *m) {
+    if (o->quant >= 0 && m->n_quant_kept > 0)
+        cli_warn("--quant %s: %d matrices of %s are quantized already and kept as they are", qw_dtype_name((qw_dtype)o->quant),
+                 m->n_quant_kept, m->name ? m->name : "the model");
 }

@@ -55,7 +55,10 @@ int mode_http(const qw_opts *o) {
         .sampling = o->sampling_set ? &o->sampling : NULL,
     };
     int rc_open = engine_open(&e, &eo, &err);
-    if (rc_open == 0) cli_warn_ctx_capped(o, e.n_ctx, e.model->cfg.max_pos);
+    if (rc_open == 0) {
+        cli_warn_ctx_capped(o, e.n_ctx, e.model->cfg.max_pos);
+        cli_warn_quant_kept(o, e.model);
+    }
     if (rc_open != 0) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         http_stop(h);

@@ -451,5 +451,16 @@ int opts_finish(qw_opts *o, int cmd, const char *cmd_name) {
                 cli_warn("%s has no effect with %s: ignored", o->given[i], mode_word(mode));
                 break;
             }
+    /* ... and the ones another option makes moot. */
+    if ((mode & M_GEN) && o->sampling_set && o->sampling.temperature == 0)
+        for (int i = 0; i < o->n_given; i++)
+            if (!strcmp(o->given[i], "--top-k") || !strcmp(o->given[i], "--top-p") || !strcmp(o->given[i], "--min-p") ||
+                !strcmp(o->given[i], "--seed"))
+                cli_warn("%s has no effect: sampling is greedy (temperature 0; give --temp T to sample)", o->given[i]);
+    if (mode == M_PROMPT && o->raw && o->system) cli_warn("--system has no effect with --raw (no chat template): ignored");
+    if (mode == M_TOKENS && o->logits_out && o->n_predict >= 0)
+        cli_warn("-n has no effect with --logits-out (it scores the prompt, generates nothing): ignored");
+    for (int i = 0; i < o->n_given && !o->spec; i++)
+        if (!strcmp(o->given[i], "--spec-k")) cli_warn("--spec-k has no effect with --spec off: ignored");
     return 0;
 }

@@ -86,6 +86,7 @@ typedef struct qw_model {
     const char *format;             /* "GGUF" or "safetensors" */
     char file_type[40];
     int n_by_dtype[QW_DTYPE_COUNT]; /* tensors read at load, by stored dtype */
+    int n_quant_kept;   /* model_quantize: matrices already of a block type, kept as stored */
     void *quant_buf;    /* matrices made by model_quantize (owned) */
     void *priv;         /* mappings and owned buffers */
 } qw_model;

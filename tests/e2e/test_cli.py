@@ -468,3 +468,42 @@ def test_log_quiet_prints_only_errors(model_dir):
     env["QWENC_LOG"] = "loud"
     r = run([QWENC, model_dir, "--tokenize", "hi"], env=env)
     assert r.returncode == 0 and b"QWENC_LOG" in r.stderr and b"loud" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,opt,fine", [
+    ([IDS, "2", "--seed", "4"], "--seed", [IDS, "2", "--seed", "4", "--temp", "0.7"]),
+    (["--prompt", "hi", "-n", "2", "--greedy", "--top-p", "0.9"], "--top-p",
+     ["--prompt", "hi", "-n", "2", "--temp", "0.5", "--top-p", "0.9"]),
+    (["--tokens", IDS, "-n", "2", "--temp", "0", "--top-k", "5"], "--top-k",
+     ["--tokens", IDS, "-n", "2", "--temp", "1", "--top-k", "5"]),
+    (["--prompt", "hi", "-n", "2", "--raw", "--system", "be brief"], "--system",
+     ["--prompt", "hi", "-n", "2", "--system", "be brief"]),
+    (["--tokens", IDS, "--logits-out", "LOGITS", "-n", "3"], "-n", ["--tokens", IDS, "--logits-out", "LOGITS"]),
+    ([IDS, "2", "--spec", "off", "--spec-k", "4"], "--spec-k", [IDS, "2", "--spec", "ngram", "--spec-k", "4"]),
+])
+def test_moot_options_are_warned_about(model_dir, tmp_path, args, opt, fine):
+    """Options another option makes moot (sampling settings with greedy
+    sampling, --system with --raw, -n with --logits-out, --spec-k with --spec
+    off) get one warning line, not silence."""
+    args = [str(tmp_path / "l.bin") if a == "LOGITS" else a for a in args]
+    r = run([QWENC, model_dir] + args + ["--threads", THREADS])
+    assert r.returncode == 0, (args, r.stderr[-500:])
+    warn = [l for l in r.stderr.decode(errors="replace").splitlines() if "warning" in l and opt + " " in l]
+    assert len(warn) == 1 and "no effect" in warn[0], (args, r.stderr[-1000:])
+    # and where it has an effect: no warning
+    fine = [str(tmp_path / "l.bin") if a == "LOGITS" else a for a in fine]
+    r = run([QWENC, model_dir] + fine + ["--threads", THREADS])
+    assert r.returncode == 0 and b"no effect" not in r.stderr, (fine, r.stderr[-1000:])
+
+
+def test_quant_on_quantized_gguf_is_warned_about(model_dir, tmp_path):
+    g = str(tmp_path / "q8.gguf")
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(QWENC), "tools", "to_gguf.py"), model_dir, g,
+                        "--type", "q8_0"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-1000:]
+    r = run([QWENC, g, IDS, "2", "--quant", "q8_0", "--threads", THREADS])
+    assert r.returncode == 0, r.stderr[-500:]
+    warn = [l for l in r.stderr.decode(errors="replace").splitlines() if "warning" in l and "--quant" in l]
+    assert len(warn) == 1 and "kept" in warn[0], r.stderr[-1000:]
