@@ -69,6 +69,8 @@ int main(int argc, char **argv) {
     }
     check_log_env();
     const char *a = argv[1];
+    if (a[0] == '-' && argc > 2 && is_help(argv[argc - 1]) && (!strcmp(a, "--version") || !strcmp(a, "--isa-levels")))
+        a = argv[argc - 1]; /* qwenc --version --help: the help */
     if (is_help(a) || !strcmp(a, "help")) {
         if (argc > 2 && usage_command(argv[2], stdout)) return 0;
         usage(stdout);
