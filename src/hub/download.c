@@ -725,7 +725,9 @@ static size_t on_mem(char *buf, size_t size, size_t n, void *user) {
 }
 
 /* GET {endpoint}/api/models/{repo}/tree/{rev}?recursive=true: the hub's
- * listing, a JSON array of {"type": "file"|"directory", "path": ...}.
+ * listing, a JSON array of {"type": "file"|"directory", "path": ...}. Only
+ * the first page is read (huggingface.co pages at 1000 entries, far more
+ * than a GGUF repo holds).
  * Returns the file paths (malloc'd array of malloc'd strings), or -1 with a
  * message; *neterr = 1 when the host could not be reached. */
 static int list_files(puller *p, const char *rev, char ***names, int *n_names, int *neterr, qw_err *err) {

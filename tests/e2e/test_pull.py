@@ -509,6 +509,17 @@ def test_pull_gguf_repo_by_quant(gguf_folder, ghub, tmp_path):
     r = run([QWENC, "pull", GGUF_REPO + ":Q8_0"], env=env)
     assert r.returncode == 0 and b"cached" in r.stderr, r.stderr
     assert not any(q["path"].startswith("/cdn/") for q in hub.requests()[n_before:])
+    # The hub unreachable: the cached file, with a warning.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{dead}"
+    r = run([QWENC, "pull", GGUF_REPO + ":q8_0"], env=env)
+    assert r.returncode == 0 and r.stdout.decode().strip() == str(f) and b"unreachable" in r.stderr, r.stderr
+    r = run([QWENC, "pull", GGUF_REPO + ":BF16"], env=env)
+    assert r.returncode == 1 and b"cannot reach" in r.stderr, r.stderr
+    env["HF_ENDPOINT"] = hub.url
     # Offline: the cached file, without asking.
     env["HF_HUB_OFFLINE"] = "1"
     n_before = len(hub.requests())
