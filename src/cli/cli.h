@@ -47,6 +47,7 @@ typedef struct qw_opts {
     int n_modes;
     const char *given[QW_OPTS_MAX_GIVEN];      /* the scoped options given (see options.c) */
     int n_given;
+    char *owned;              /* run's prompt joined from words (freed by the caller of opts_finish) */
     /* single-shot */
     const char *tokens;       /* "151644 8948 ..." (positional or --tokens) */
     int n_predict;            /* -n / positional N; -1 = default */

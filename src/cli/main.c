@@ -51,15 +51,16 @@ static int model_command(int cmd, const char *name, int argc, char **argv, int f
         if (!name || !usage_command(name, stdout)) usage(stdout);
         return 0;
     }
-    if (opts_finish(&o, cmd, name ? name : NULL) != 0) return 2;
-    switch (o.mode) {
-    case M_HTTP: return mode_http(&o);
-    case M_SOCKET: return mode_socket(&o);
-    case M_STDIN: return mode_stdin(&o);
-    case M_PROMPT: case M_TOKENIZE: case M_DETOKENIZE: return mode_text(&o);
-    case M_CHAT: return mode_chat(&o);
-    default: return mode_tokens(&o);
-    }
+    int rc;
+    if (opts_finish(&o, cmd, name ? name : NULL) != 0) rc = 2;
+    else if (o.mode == M_HTTP) rc = mode_http(&o);
+    else if (o.mode == M_SOCKET) rc = mode_socket(&o);
+    else if (o.mode == M_STDIN) rc = mode_stdin(&o);
+    else if (o.mode & (M_PROMPT | M_TOKENIZE | M_DETOKENIZE)) rc = mode_text(&o);
+    else if (o.mode == M_CHAT) rc = mode_chat(&o);
+    else rc = mode_tokens(&o);
+    free(o.owned);
+    return rc;
 }
 
 int main(int argc, char **argv) {

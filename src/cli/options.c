@@ -355,8 +355,8 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
     return 0;
 }
 
-/* "a b c" from words (run's unquoted prompt), malloc'd into o (kept till exit). */
-static const char *join_words(const char *const *w, int n) {
+/* "a b c" from words (run's unquoted prompt), malloc'd. */
+static char *join_words(const char *const *w, int n) {
     size_t len = 1;
     for (int i = 0; i < n; i++) len += strlen(w[i]) + 1;
     char *s = malloc(len);
@@ -400,7 +400,7 @@ int opts_finish(qw_opts *o, int cmd, const char *cmd_name) {
                 fprintf(stderr, "%s: the prompt is given twice: '%s' and --prompt\n", who, rest[0]);
                 return -1;
             }
-            o->prompt = join_words(rest, n_rest);
+            o->prompt = o->owned = join_words(rest, n_rest);
             if (!o->prompt) return -1;
             n_rest = 0;
         }

@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from conftest import QWENC, THREADS, _started, isa_env, run, start_http, stop_checked
+from conftest import QWENC, ROOT, THREADS, _started, isa_env, run, start_http, stop_checked
 from helpers import ok_json, post
 from test_socket import SocketServer, ask, tokens_of
 
@@ -500,7 +500,7 @@ def test_quant_on_quantized_gguf_is_warned_about(model_dir, tmp_path):
     g = str(tmp_path / "q8.gguf")
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(QWENC), "tools", "to_gguf.py"), model_dir, g,
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "to_gguf.py"), model_dir, g,
                         "--type", "q8_0"], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr[-1000:]
     r = run([QWENC, g, IDS, "2", "--quant", "q8_0", "--threads", THREADS])
