@@ -40,6 +40,7 @@ typedef struct qw_engine {
     int random_seed;      /* 1: a request without "seed" gets a fresh random one
                            * (no sampling flags on the command line) */
     int n_ctx;
+    char model_id[256];   /* engine_model_id() */
 } qw_engine;
 
 /* Open everything. Returns 0, or -1 with a message (and nothing left open). */
@@ -48,6 +49,10 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err);
 /* Stop the scheduler (grace_s seconds for running requests, then cancel),
  * then free everything. Safe on a zeroed or partly opened engine. */
 void engine_close(qw_engine *e, double grace_s);
+
+/* The name clients see for the served model (/v1/models, "model" in
+ * responses): printable ASCII, borrowed from e. */
+const char *engine_model_id(const qw_engine *e);
 
 /* Request defaults when a request names no sampling field: the CLI's flags
  * if given, else the model's generation_config.json, else greedy. */
