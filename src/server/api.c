@@ -73,6 +73,13 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
     return -1;
 }
 
+int api_model_not_found(api_error *e, const char *name, const char *served) {
+    api_fail(e, 404, "model_not_found", "model", "the model '%.100s' does not exist; this server serves '%.100s'",
+             name, served);
+    e->type = "invalid_request_error"; /* as OpenAI answers */
+    return -1;
+}
+
 char *api_error_json(const api_error *e) {
     cJSON *root = cJSON_CreateObject();
     cJSON *err = cJSON_AddObjectToObject(root, "error");
@@ -487,7 +494,11 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         }
     }
     const char *model = NULL;
-    if (get_str(o, "model", &model, e) < 0) goto out; /* any name is accepted */
+    if (get_str(o, "model", &model, e) < 0) goto out;
+    if (model && lim->model_id && !lim->any_model && strcmp(model, lim->model_id) != 0) {
+        api_model_not_found(e, model, lim->model_id);
+        goto out;
+    }
     if (parse_stop(o, r, e) < 0) goto out;
 
     long long mt;

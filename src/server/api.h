@@ -20,6 +20,8 @@
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
+ * "model" must name the served model (api_limits.model_id) unless
+ * any_model: else 404 model_not_found; absent, it means the served one.
  * Fields that would change the meaning of a request and are not supported
  * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
  * response_format other than text, logit_bias, echo, best_of > 1, suffix,
@@ -51,6 +53,10 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
 #endif
     ;
 
+/* 404 model_not_found for a request or /v1/models/ID naming a model other
+ * than the served one. Returns -1. */
+int api_model_not_found(api_error *e, const char *name, const char *served);
+
 /* {"error":{"message","type","param","code"}} (malloc'd, NUL-terminated). */
 char *api_error_json(const api_error *e);
 
@@ -70,6 +76,9 @@ typedef struct api_limits {
     qw_sampling sampling;     /* defaults for fields not given */
     int completion_max_tokens;/* seed API limit: 512 */
     int completion_default;   /* seed API default: 50 */
+    const char *model_id;     /* the served model's id; a request naming another one is
+                               * 404 model_not_found (NULL or any_model: any name works) */
+    int any_model;
 } api_limits;
 
 typedef struct api_req {

@@ -56,7 +56,11 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     e->sched = sched_create(e->ctx, e->pool, &sp, err);
     if (!e->sched) goto fail;
     /* A folder name is bytes: keep the id printable (it goes into JSON). */
-    snprintf(e->model_id, sizeof e->model_id, "%s", e->model->name && e->model->name[0] ? e->model->name : "qwenc");
+    const char *id = o->model_id && o->model_id[0] ? o->model_id
+                     : e->model->name && e->model->name[0] ? e->model->name
+                                                           : "qwenc";
+    snprintf(e->model_id, sizeof e->model_id, "%s", id);
+    e->any_model = o->any_model;
     for (size_t i = 0; e->model_id[i]; i++)
         if ((unsigned char)e->model_id[i] < 0x20 || (unsigned char)e->model_id[i] >= 0x80) e->model_id[i] = '_';
     e->sampling = engine_default_sampling(cfg, o->sampling);

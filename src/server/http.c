@@ -544,6 +544,11 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
     qw_engine *e = atomic_load(&h->eng);
     if (rt == R_METRICS) return h_metrics(h, c, e);
     if (!e) return fail(h, c, 503, "loading", NULL, "the model is loading");
+    if (rt == R_MODEL && !e->any_model && strcmp(url + strlen("/v1/models/"), engine_model_id(e)) != 0) {
+        api_error ae;
+        api_model_not_found(&ae, url + strlen("/v1/models/"), engine_model_id(e));
+        return send_error(h, c, &ae);
+    }
     if (rt == R_MODELS || rt == R_MODEL) return h_models(h, c, e, rt == R_MODEL);
     /* POST bodies. */
     if (!k->body) {

@@ -4,8 +4,9 @@
  *
  *   GET  /health               200 {"status":"ok"} (503 {"status":"loading"});
  *                              "random_weights": true for synthetic models
- *   GET  /v1/models            the one loaded model (any "model" name works);
- *                              /v1/models/ID returns it for any ID
+ *   GET  /v1/models            the one loaded model, under engine_model_id();
+ *                              /v1/models/ID returns it for that ID, else 404
+ *                              model_not_found (any ID with --any-model)
  *   GET  /metrics              Prometheus text format
  *   POST /v1/completions       seed API + OpenAI completions (+ "stream")
  *   POST /v1/chat/completions  OpenAI chat completions (+ SSE streaming)

@@ -116,6 +116,8 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
         .sampling = e->sampling,
         .completion_max_tokens = 512,
         .completion_default = 50,
+        .model_id = engine_model_id(e),
+        .any_model = e->any_model,
     };
     int rc;
     switch (q->kind) {
