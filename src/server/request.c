@@ -180,7 +180,8 @@ void request_cancel(qw_request *q) {
 
 /* ---- the event stream ---------------------------------------------------- */
 
-/* Why the scheduler finished a request that saw no stop string. */
+/* Why the scheduler finished a request that saw no stop string and was
+ * not cancelled: EOS or the limit. */
 static const char *sched_finish(const qw_req_stats *st) {
     return st->finish == QW_FINISH_LENGTH ? "length" : "stop";
 }
@@ -212,6 +213,17 @@ static int finish_up(qw_request *q) {
             stopstr_flush(&q->stop, &out, &out_len);
             if (abuf_add(&q->mem, &q->piece, out, out_len) != 0) return -1;
         }
+    }
+    if (st.finish == QW_FINISH_CANCEL && !q->stop.hit) {
+        /* Nobody reads a request its client left, and a stop string is
+         * seen above: this cancel is the server shutting down. */
+        if (q->n_used == 0) {
+            api_fail(&q->err, 503, "shutting_down", NULL,
+                     "the server is shutting down; the request was not started (retry later)");
+            return 1;
+        }
+        q->finish = "cancelled";
+        return 0;
     }
     q->finish = q->stop.hit ? "stop" : sched_finish(&st);
     return 0;
@@ -424,6 +436,10 @@ static char *tokens_doc(qw_request *q) {
     FILE *f = open_memstream(&buf, &bl);
     if (!f) return NULL;
     if (q->kind == API_STDIN) {
+        /* A cut answer must not pass for a whole one: an error line that
+         * still carries the ids. */
+        if (!strcmp(q->finish, "cancelled"))
+            fprintf(f, "error: the server is shutting down; the answer was cut after %d tokens:%s", ng, ng ? " " : "");
         for (int k = 0; k < ng; k++) fprintf(f, k ? " %d" : "%d", (int)toks[k]);
     } else {
         req_usage u;

@@ -29,7 +29,11 @@
  *
  * Finish reasons: EOS or a stop string -> "stop" (a stop string cancels the
  * scheduler request at once, and no part of it reaches the client); the
- * token limit or a full context -> "length".
+ * token limit or a full context -> "length". Shutdown is never "stop": a
+ * request the scheduler cancelled (sched_stop) before it produced a token
+ * ends with ERROR 503 shutting_down; one cut mid-way ends with DONE and
+ * finish "cancelled" (the socket's finish_reason too; stdin answers an
+ * "error: ... cut after N tokens: IDS" line).
  *
  * Threads: a request is used by one thread at a time (the transport's
  * connection thread); the engine and its scheduler are shared.
@@ -63,7 +67,7 @@ typedef struct req_event {
     size_t text_len;
     const int32_t *tokens; /* DELTA: the ids behind it, [n_tokens]; borrowed */
     int n_tokens;
-    const char *finish;    /* DONE: "stop" / "length" */
+    const char *finish;    /* DONE: "stop" / "length" / "cancelled" (cut by shutdown) */
 } req_event;
 
 /* Counts and timing of a request (one formula for every transport). */
