@@ -213,7 +213,7 @@ static char *stream_text(qw_engine *e, const char *extra, const char **finish, i
     }
     size_t cap = 4096, len = 0;
     char *text = calloc(1, cap);
-    int first = 1, ntok = 0, ok = 1;
+    int first = 1, ntok = 0, ok = 1, seen_finish = 0;
     req_event ev;
     char last_sse[1024] = "";
     for (;;) {
@@ -234,9 +234,13 @@ static char *stream_text(qw_engine *e, const char *extra, const char **finish, i
                 len += ev.text_len;
             }
         }
+        if (ev.kind == REQ_EV_FINISH) {
+            ok &= ev.index == 0 && !seen_finish;
+            seen_finish = 1;
+        }
         if (ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) break;
     }
-    ok &= ev.kind == REQ_EV_DONE;
+    ok &= ev.kind == REQ_EV_DONE && seen_finish;
     request_next(q, 0, &ev);
     ok &= ev.kind == REQ_EV_DONE; /* the last event repeats */
     *finish = ev.finish && !strcmp(ev.finish, "stop") ? "stop" : ev.finish && !strcmp(ev.finish, "length") ? "length" : "?";
@@ -366,10 +370,10 @@ static void test_shutdown(qw_engine *e) {
     const char *fin = NULL;
     for (int i = 0; i < 1000; i++) {
         request_next(a, 0, &ev);
-        if (ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) break;
+        if (ev.kind == REQ_EV_FINISH || ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) break;
     }
-    fin = ev.kind == REQ_EV_DONE ? ev.finish : "(error)";
-    CHECK(ev.kind == REQ_EV_DONE && !strcmp(fin, "cancelled"), "a request cut mid-way: finish %s", fin);
+    fin = ev.kind == REQ_EV_FINISH ? ev.finish : "(no finish)";
+    CHECK(ev.kind == REQ_EV_FINISH && !strcmp(fin, "cancelled"), "a request cut mid-way: finish %s", fin);
     const char *bytes;
     size_t bl;
     CHECK(request_sse(a, &ev, &bytes, &bl) == 0 && strstr(bytes, "\"finish_reason\":\"cancelled\""),
