@@ -56,7 +56,12 @@ void usage(FILE *f) {
         "  qwenc MODEL --detokenize \"IDS\"      print text\n"
         "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
         "              [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
-        "                                      HTTP server (seed API + OpenAI API); --port PORT too\n"
+        "              [--alias NAME] [--any-model]\n"
+        "                                      HTTP server (seed API + OpenAI API); --port PORT too;\n"
+        "                                      the model is served as NAME (default: the repo id,\n"
+        "                                      the GGUF's general.name or the folder name) and\n"
+        "                                      requests naming another model get 404 unless\n"
+        "                                      --any-model\n"
         "  qwenc MODEL --server PATH           Unix socket server (JSON lines)\n"
         "  qwenc MODEL --server                stdin server (\"ids|max_tokens\" lines)\n"
         "Options go anywhere; -m/--model MODEL may replace the leading MODEL. One mode at a time:\n"
@@ -109,7 +114,8 @@ void usage(FILE *f) {
 int usage_command(const char *cmd, FILE *f) {
     if (!strcmp(cmd, "serve"))
         fputs("usage: qwenc serve MODEL [--port N] [--host ADDR] [--parallel N] [--queue N] [--api-key KEY]\n"
-              "                   [--cors ORIGIN] [--max-body BYTES] [--ctx N] [sampling] [runtime]\n"
+              "                   [--cors ORIGIN] [--max-body BYTES] [--alias NAME] [--any-model]\n"
+              "                   [--ctx N] [sampling] [runtime]\n"
               "The HTTP server (the same as qwenc MODEL --http PORT): OpenAI API (/v1/chat/completions,\n"
               "/v1/completions, /v1/models), the seed's API, /health, /metrics. Port 8080 unless\n"
               "--port is given (0: any free port, printed as \"listening on http://HOST:PORT\").\n"
@@ -181,6 +187,7 @@ static const opt_scope scopes[] = {
     {"--threads", M_RUNS}, {"-t", M_RUNS}, {"--precision", M_RUNS}, {"--spec", M_RUNS}, {"--spec-k", M_RUNS},
     {"--quant", M_RUNS}, {"--ctx", M_RUNS}, {"-c", M_RUNS},
     {"--host", M_HTTP}, {"--api-key", M_HTTP}, {"--cors", M_HTTP}, {"--max-body", M_HTTP},
+    {"--alias", M_HTTP}, {"--any-model", M_HTTP},
     {"--parallel", M_HTTP | M_SOCKET}, {"-np", M_HTTP | M_SOCKET}, {"--queue", M_HTTP | M_SOCKET},
 };
 
@@ -338,6 +345,8 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         }
         else if (!strcmp(a, "--api-key")) { NEED_ARG; o->api_key = v; }
         else if (!strcmp(a, "--cors")) { NEED_ARG; o->cors = v; }
+        else if (!strcmp(a, "--alias")) { NEED_ARG; if (!v[0]) { fprintf(stderr, "qwenc: --alias: empty name\n"); return -1; } o->alias = v; }
+        else if (!strcmp(a, "--any-model")) { o->any_model = 1; }
         else if (!strcmp(a, "--max-body")) {
             NEED_ARG; if (parse_long(a, v, 1024, 1L << 30, &l)) return -1; o->max_body = l;
         }
