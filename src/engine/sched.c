@@ -55,6 +55,7 @@ typedef struct slot {
 struct qw_sched {
     qw_ctx *ctx;
     qw_kv *kv;    /* ctx's paged KV cache (engine thread) */
+    uint64_t evictions0; /* kv's eviction count when this scheduler started */
     qw_pool *pool;
     const qw_model *model;
     int n_slots, n_ctx, max_batch, vocab, queue_cap, prefill_chunk, spec_k;
@@ -335,9 +336,19 @@ static int step(qw_sched *s) {
     for (int i = 0; i < s->n_slots && n < limit; i++) {
         slot *sl = &s->slots[i];
         if (!sl->req || !sl->prefilling) continue;
-        /* prefix pages another slot is still computing: wait for them */
+        /* prefix pages another slot is still computing: wait for them
+         * (or compute them, if that slot went away) */
+        int mapped = sl->n_past;
         if (kv_slot_wait(s->kv, i, &sl->n_past)) continue;
         qw_req *r = sl->req;
+        if (sl->n_past < mapped) {
+            pthread_mutex_lock(&r->mu);
+            r->st.n_cached = sl->n_past;
+            pthread_mutex_unlock(&r->mu);
+            pthread_mutex_lock(&s->mu);
+            s->m.prefix_hit_tokens -= (uint64_t)(mapped - sl->n_past);
+            pthread_mutex_unlock(&s->mu);
+        }
         int left = r->n_prompt - sl->n_past;
         int take = left;
         if (take > s->prefill_chunk) take = s->prefill_chunk;
@@ -437,7 +448,7 @@ static int step(qw_sched *s) {
     s->m.kv_pages_cached = ks.pages_cached;
     s->m.kv_bytes = ks.bytes;
     s->m.kv_page_bytes = ks.page_bytes;
-    s->m.kv_evictions = ks.evictions;
+    s->m.kv_evictions = ks.evictions - s->evictions0;
     s->m.steps++;
     s->m.busy_s += t1 - t0;
     s->m.gen_tokens_total += (uint64_t)n_generated;
@@ -492,6 +503,9 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
     s->ctx = ctx;
     s->kv = ctx_kv(ctx);
     kv_set_cache_budget(s->kv, p->cache_bytes > 0 ? p->cache_bytes : 0);
+    qw_kv_stats ks;
+    kv_stats(s->kv, &ks);
+    s->evictions0 = ks.evictions;
     s->pool = pool;
     s->model = ctx_model(ctx);
     s->n_slots = p->n_slots;
@@ -603,6 +617,8 @@ void sched_stop(qw_sched *s, double grace_s) {
 void sched_free(qw_sched *s) {
     if (!s) return;
     sched_stop(s, 0);
+    /* the prefix cache lives as long as its scheduler */
+    kv_set_cache_budget(s->kv, 0);
     free(s->slots);
     free(s->b_tok);
     free(s->b_pos);

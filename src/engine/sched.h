@@ -124,7 +124,8 @@ void sched_stop(qw_sched *s, double grace_s);
  * is stopped. */
 int sched_step(qw_sched *s);
 
-/* sched_stop(s, 0) if not stopped yet, then free. Every qw_req must have
+/* sched_stop(s, 0) if not stopped yet, then free (the prefix cache's idle
+ * pages too: it lives as long as its scheduler). Every qw_req must have
  * been released before. */
 void sched_free(qw_sched *s);
 
