@@ -1,7 +1,9 @@
-/* api.c - request parsing and response documents for the HTTP APIs (api.h). */
+/* api.c - request parsing and response documents of every protocol: the HTTP
+ * APIs, the Unix socket line and the stdin line (api.h). */
 #include "server/api.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +73,13 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
     return -1;
 }
 
+int api_model_not_found(api_error *e, const char *name, const char *served) {
+    api_fail(e, 404, "model_not_found", "model", "the model '%.100s' does not exist; this server serves '%.100s'",
+             name, served);
+    e->type = "invalid_request_error"; /* as OpenAI answers */
+    return -1;
+}
+
 char *api_error_json(const api_error *e) {
     cJSON *root = cJSON_CreateObject();
     cJSON *err = cJSON_AddObjectToObject(root, "error");
@@ -83,6 +92,27 @@ char *api_error_json(const api_error *e) {
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;
+}
+
+char *api_utf8_lossy(const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    char *out = malloc(len * 3 + 1); /* each bad byte becomes 3 */
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t l = utf8_char_len(s + i, len - i);
+        if (l == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(out + o, s + i, l);
+        o += l;
+        i += l;
+    }
+    out[o] = '\0';
+    return out;
 }
 
 int api_utf8_valid(const char *str, size_t len) {
@@ -167,21 +197,37 @@ int api_parse_sampling(const void *json, qw_sampling *s, api_error *e) {
 
 /* ---- unsupported fields ------------------------------------------------- */
 
+/* n, best_of, logprobs, top_logprobs, echo. */
+static int parse_choices(const cJSON *o, api_kind kind, api_req *r, api_error *e) {
+    long long n = 1, best = -1, k = 0;
+    if (get_int(o, "n", 1, API_MAX_N, &n, e) < 0) return -1;
+    int got_best = get_int(o, "best_of", 1, API_MAX_N, &best, e);
+    if (got_best < 0) return -1;
+    if (got_best && best != n)
+        return api_fail(e, 400, "unsupported_value", "best_of",
+                        "'best_of' must equal 'n' (%lld): every sequence is returned, none is picked", n);
+    r->n = (int)n;
+    if (kind == API_CHAT) {
+        if (get_bool(o, "logprobs", &r->logprobs, e) < 0) return -1;
+        int got = get_int(o, "top_logprobs", 0, QW_MAX_TOP_LOGPROBS, &k, e);
+        if (got < 0) return -1;
+        if (got && !r->logprobs)
+            return api_fail(e, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        r->top_logprobs = (int)k;
+    } else {
+        /* An integer (the alternatives per token); false, like null, is off. */
+        const cJSON *lpj = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+        int got = cJSON_IsFalse(lpj) ? 0 : get_int(o, "logprobs", 0, QW_MAX_TOP_LOGPROBS, &k, e);
+        if (got < 0) return -1;
+        r->logprobs = got;
+        r->top_logprobs = (int)k;
+        if (get_bool(o, "echo", &r->echo, e) < 0) return -1;
+    }
+    return 0;
+}
+
 static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
     const cJSON *j;
-    long long n = 1;
-    if (get_int(o, "n", -1000000, 1000000, &n, e) < 0) return -1;
-    if (n != 1)
-        return api_fail(e, 400, "unsupported_value", "n", "'n' must be 1 (one choice per request); got %lld", n);
-    j = cJSON_GetObjectItemCaseSensitive(o, "best_of");
-    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 1))
-        return api_fail(e, 400, "unsupported_value", "best_of", "'best_of' other than 1 is not supported");
-    j = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
-    if (is_present(j) && !cJSON_IsFalse(j))
-        return api_fail(e, 400, "unsupported_field", "logprobs", "'logprobs' is not supported");
-    j = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs");
-    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 0))
-        return api_fail(e, 400, "unsupported_field", "top_logprobs", "'top_logprobs' is not supported");
     static const char *const lists[] = {"tools", "functions"};
     for (int i = 0; i < 2; i++) {
         j = cJSON_GetObjectItemCaseSensitive(o, lists[i]);
@@ -221,9 +267,6 @@ static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
             return api_fail(e, 400, "unsupported_field", "modalities", "only the \"text\" modality is supported");
     }
     if (kind == API_COMPLETION) {
-        j = cJSON_GetObjectItemCaseSensitive(o, "echo");
-        if (is_present(j) && !cJSON_IsFalse(j))
-            return api_fail(e, 400, "unsupported_field", "echo", "'echo' is not supported");
         j = cJSON_GetObjectItemCaseSensitive(o, "suffix");
         if (is_present(j) && !(cJSON_IsString(j) && j->valuestring[0] == '\0'))
             return api_fail(e, 400, "unsupported_field", "suffix", "'suffix' is not supported");
@@ -466,6 +509,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         goto out;
     }
     if (unsupported(o, kind, e) < 0) goto out;
+    if (parse_choices(o, kind, r, e) < 0) goto out;
     if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
     r->seed_set = is_present(cJSON_GetObjectItemCaseSensitive(o, "seed"));
     if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
@@ -485,7 +529,11 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         }
     }
     const char *model = NULL;
-    if (get_str(o, "model", &model, e) < 0) goto out; /* any name is accepted */
+    if (get_str(o, "model", &model, e) < 0) goto out;
+    if (model && lim->model_id && !lim->any_model && strcmp(model, lim->model_id) != 0) {
+        api_model_not_found(e, model, lim->model_id);
+        goto out;
+    }
     if (parse_stop(o, r, e) < 0) goto out;
 
     long long mt;
@@ -516,6 +564,171 @@ void api_req_free(api_req *r) {
     r->prompt = NULL;
     r->stop = NULL;
     r->n_prompt = r->n_stop = 0;
+}
+
+int stdin_parse_line(const char *line, size_t len, int vocab, int max_limit, int32_t **ids, int *n,
+                     int *max_tokens, char *msg, size_t msg_len) {
+    *ids = NULL;
+    *n = 0;
+    const char *bar = memchr(line, '|', len);
+    if (!bar) {
+        snprintf(msg, msg_len, "expected 'IDS|MAX_TOKENS', e.g. '151644 8948 198|20' (no '|' found)");
+        return -1;
+    }
+    if (memchr(bar + 1, '|', len - (size_t)(bar + 1 - line))) {
+        snprintf(msg, msg_len, "more than one '|' in the line");
+        return -1;
+    }
+    /* max_tokens */
+    const char *p = bar + 1, *end = line + len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    const char *q = end;
+    while (q > p && (q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\r')) q--;
+    if (p == q) {
+        snprintf(msg, msg_len, "missing max_tokens after '|'");
+        return -1;
+    }
+    long long mt = 0;
+    for (const char *c = p; c < q; c++) {
+        if (*c < '0' || *c > '9' || mt > INT_MAX) {
+            snprintf(msg, msg_len, "max_tokens '%.*s' is not a non-negative integer", (int)(q - p > 40 ? 40 : q - p), p);
+            return -1;
+        }
+        mt = mt * 10 + (*c - '0');
+    }
+    if (mt > max_limit) {
+        snprintf(msg, msg_len, "max_tokens %lld is more than the context (%d)", mt, max_limit);
+        return -1;
+    }
+    /* ids */
+    size_t cap = 16;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    int cnt = 0;
+    p = line;
+    while (p < bar) {
+        while (p < bar && (*p == ' ' || *p == '\t' || *p == ',')) p++;
+        if (p == bar) break;
+        const char *s = p;
+        long long x = 0;
+        while (p < bar && *p != ' ' && *p != '\t' && *p != ',') {
+            if (*p < '0' || *p > '9' || x >= vocab) {
+                while (p < bar && *p != ' ' && *p != '\t' && *p != ',') p++;
+                snprintf(msg, msg_len, "token %d ('%.*s') is not a token id in [0, %d)", cnt + 1,
+                         (int)(p - s > 40 ? 40 : p - s), s, vocab);
+                free(v);
+                return -1;
+            }
+            x = x * 10 + (*p - '0');
+            p++;
+        }
+        if (x >= vocab) {
+            snprintf(msg, msg_len, "token %d (%lld) is not a token id in [0, %d)", cnt + 1, x, vocab);
+            free(v);
+            return -1;
+        }
+        if ((size_t)cnt == cap) {
+            cap *= 2;
+            int32_t *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                snprintf(msg, msg_len, "out of memory");
+                return -1;
+            }
+            v = nv;
+        }
+        v[cnt++] = (int32_t)x;
+    }
+    if (cnt == 0) {
+        free(v);
+        snprintf(msg, msg_len, "no token ids before '|'");
+        return -1;
+    }
+    *ids = v;
+    *n = cnt;
+    *max_tokens = (int)mt;
+    return 0;
+}
+
+
+/* ---- the token protocols (Unix socket, stdin) --------------------------- */
+
+int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_SOCKET;
+    r->n = 1;
+    r->sampling = lim->sampling;
+    if (!api_utf8_valid(line, len)) return api_fail(e, 400, "invalid_utf8", NULL, "the request is not valid UTF-8");
+    cJSON *o = cJSON_ParseWithLength(line, len);
+    if (!o)
+        return api_fail(e, 400, "invalid_json", NULL,
+                        "the request is not valid JSON; expected {\"tokens\": [ids], \"max_tokens\": n}");
+    int rc = -1;
+    if (!cJSON_IsObject(o)) {
+        api_fail(e, 400, "invalid_json", NULL, "the request must be a JSON object");
+        goto out;
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tokens");
+    if (!t) {
+        api_fail(e, 400, "missing_field", "tokens", "'tokens' is required");
+        goto out;
+    }
+    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0) {
+        api_fail(e, 400, "invalid_type", "tokens", "'tokens' must be a non-empty list of token ids");
+        goto out;
+    }
+    int n = cJSON_GetArraySize(t);
+    r->prompt = malloc((size_t)n * sizeof *r->prompt);
+    if (!r->prompt) {
+        api_fail(e, 500, "out_of_memory", NULL, "out of memory");
+        goto out;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, t) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble >= lim->vocab) {
+            api_fail(e, 400, "invalid_value", "tokens", "'tokens'[%d] is not a token id in [0, %d)", r->n_prompt,
+                     lim->vocab);
+            goto out;
+        }
+        r->prompt[r->n_prompt++] = (int32_t)it->valuedouble;
+    }
+    long long mt = 50;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
+    if (is_present(m)) {
+        if (!cJSON_IsNumber(m) || m->valuedouble != floor(m->valuedouble) || m->valuedouble < 0 ||
+            m->valuedouble > lim->n_ctx) {
+            api_fail(e, 400, "invalid_value", "max_tokens", "'max_tokens' must be an integer in [0, %d]", lim->n_ctx);
+            goto out;
+        }
+        mt = (long long)m->valuedouble;
+    }
+    r->max_tokens = (int)mt;
+    if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
+    if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
+    int spec = 1;
+    if (get_bool(o, "speculative", &spec, e) < 0) goto out;
+    r->no_spec = !spec;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    if (rc != 0) api_req_free(r);
+    return rc;
+}
+
+int api_parse_stdin(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_STDIN;
+    r->n = 1;
+    r->sampling = lim->sampling;
+    char msg[256];
+    if (stdin_parse_line(line, len, lim->vocab, lim->n_ctx, &r->prompt, &r->n_prompt, &r->max_tokens, msg,
+                         sizeof msg) != 0)
+        return api_fail(e, 400, "invalid_value", NULL, "%s", msg);
+    return 0;
 }
 
 /* ---- tokenize / detokenize --------------------------------------------- */
@@ -626,11 +839,12 @@ static cJSON *str_n(const char *s, size_t n) {
 
 static double round3(double x) { return isfinite(x) ? floor(x * 1000.0 + 0.5) / 1000.0 : 0.0; }
 
-static void add_usage(cJSON *root, int prompt, int gen, int drafted, int accepted) {
+static void add_usage(cJSON *root, int prompt, int gen, int drafted, int accepted, int cached) {
     cJSON *u = cJSON_AddObjectToObject(root, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", gen);
     cJSON_AddNumberToObject(u, "total_tokens", prompt + gen);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", cached);
     cJSON *d = cJSON_AddObjectToObject(u, "completion_tokens_details");
     cJSON_AddNumberToObject(d, "draft_tokens", drafted);
     cJSON_AddNumberToObject(d, "accepted_draft_tokens", accepted);
@@ -651,18 +865,39 @@ static char *print_free(cJSON *root) {
     return s;
 }
 
+/* The choices of r: its array, or the one choice its text and finish make. */
+static int choices_of(const api_result *r, const api_choice **c, api_choice *one) {
+    if (r->n_choices > 0) {
+        *c = r->choices;
+        return r->n_choices;
+    }
+    *one = (api_choice){.text = r->text, .text_len = r->text_len, .finish = r->finish};
+    *c = one;
+    return 1;
+}
+
+static void add_logprobs(cJSON *c, void *lp) {
+    if (lp) cJSON_AddItemToObject(c, "logprobs", (cJSON *)lp);
+    else cJSON_AddNullToObject(c, "logprobs");
+}
+
 char *api_completion_json(const api_meta *m, const api_result *r) {
     cJSON *root = head(m, "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToObject(c, "text", str_n(r->text, r->text_len));
-    cJSON_AddNumberToObject(c, "index", 0);
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", r->finish);
-    cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
-    /* The seed's fields. */
-    cJSON_AddItemToObject(root, "text", str_n(r->text, r->text_len));
+    api_choice one;
+    const api_choice *ch;
+    int n = choices_of(r, &ch, &one);
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToObject(c, "text", str_n(ch[i].text, ch[i].text_len));
+        cJSON_AddNumberToObject(c, "index", i);
+        add_logprobs(c, ch[i].logprobs);
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish);
+        cJSON_AddItemToArray(choices, c);
+    }
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens, r->cached_tokens);
+    /* The seed's fields (the first choice). */
+    cJSON_AddItemToObject(root, "text", str_n(ch[0].text, ch[0].text_len));
     cJSON_AddNumberToObject(root, "prompt_tokens", r->prompt_tokens);
     cJSON_AddNumberToObject(root, "gen_tokens", r->gen_tokens);
     cJSON_AddNumberToObject(root, "prefill_tps", round3(r->prefill_tps));
@@ -674,15 +909,20 @@ char *api_completion_json(const api_meta *m, const api_result *r) {
 char *api_chat_json(const api_meta *m, const api_result *r) {
     cJSON *root = head(m, "chat.completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    cJSON *msg = cJSON_AddObjectToObject(c, "message");
-    cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddItemToObject(msg, "content", str_n(r->text, r->text_len));
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", r->finish);
-    cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
+    api_choice one;
+    const api_choice *ch;
+    int n = choices_of(r, &ch, &one);
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddItemToObject(msg, "content", str_n(ch[i].text, ch[i].text_len));
+        add_logprobs(c, ch[i].logprobs);
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish);
+        cJSON_AddItemToArray(choices, c);
+    }
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens, r->cached_tokens);
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(t, "prefill_tps", round3(r->prefill_tps));
     cJSON_AddNumberToObject(t, "decode_tps", round3(r->decode_tps));
@@ -692,14 +932,20 @@ char *api_chat_json(const api_meta *m, const api_result *r) {
 
 char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text, size_t text_len,
                     const char *finish, const api_usage *usage) {
+    return api_sse_chunk_at(kind, m, 0, role, text, text_len, finish, NULL, usage);
+}
+
+char *api_sse_chunk_at(api_kind kind, const api_meta *m, int index, const char *role, const char *text,
+                       size_t text_len, const char *finish, void *logprobs, const api_usage *usage) {
     cJSON *root = head(m, kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
     if (usage) {
         add_usage(root, usage->prompt_tokens, usage->completion_tokens, usage->draft_tokens,
-                  usage->accepted_draft_tokens);
+                  usage->accepted_draft_tokens, usage->cached_tokens);
+        if (logprobs) cJSON_Delete(logprobs);
     } else {
         cJSON *c = cJSON_CreateObject();
-        cJSON_AddNumberToObject(c, "index", 0);
+        cJSON_AddNumberToObject(c, "index", index);
         if (kind == API_CHAT) {
             cJSON *d = cJSON_AddObjectToObject(c, "delta");
             if (role) {
@@ -711,7 +957,7 @@ char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const ch
         } else {
             cJSON_AddItemToObject(c, "text", text ? str_n(text, text_len) : cJSON_CreateString(""));
         }
-        cJSON_AddNullToObject(c, "logprobs");
+        add_logprobs(c, logprobs);
         if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
         else cJSON_AddNullToObject(c, "finish_reason");
         cJSON_AddItemToArray(choices, c);

@@ -4,8 +4,10 @@ A request whose prompt begins like an earlier one (the same ids, or a chat
 turn that repeats the conversation so far) maps the cached KV pages of that
 beginning and prefills only the rest: /metrics counts the tokens, page by
 page (64 positions), and the text is the text of a server without the cache
-(--cache-ram 0), whose counters stay at zero. Once the request layer reports
-it, usage.prompt_tokens_details.cached_tokens says the same per request.
+(--cache-ram 0), whose counters stay at zero;
+usage.prompt_tokens_details.cached_tokens says the same per request. The n
+choices of one request share the prompt's pages; echo with logprobs, which
+needs every prompt position's logits, computes them all.
 """
 
 import pytest
@@ -27,9 +29,7 @@ def chat(server, messages):
 
 
 def cached_tokens(j):
-    """usage.prompt_tokens_details.cached_tokens, or None before the request
-    layer reports it."""
-    return (j["usage"].get("prompt_tokens_details") or {}).get("cached_tokens")
+    return j["usage"]["prompt_tokens_details"]["cached_tokens"]
 
 
 IDS = [(i * 37 + 11) % 5000 + 100 for i in range(150)]
@@ -62,7 +62,7 @@ def plain_results(model_dir):
         assert ms["qwenc_prefix_cache_lookups_total"] == 0
         assert ms["qwenc_prefill_tokens_total"] == ms["qwenc_prompt_tokens_total"]
         for j in (a, b, *conv):
-            assert cached_tokens(j) in (None, 0)
+            assert cached_tokens(j) == 0
     finally:
         stop_checked(s)
     return a, b, conv
@@ -82,7 +82,7 @@ def test_cached_prefix_same_text(model_dir, plain_results):
         # 160 prompt tokens, 150 shared: pages 0 and 1 (128 positions)
         assert hit == 2 * PAGE, f"{hit} tokens from the cache, want {2 * PAGE}"
         assert m2["qwenc_prefill_tokens_total"] == 150 + 160 - 2 * PAGE
-        assert cached_tokens(b) in (None, 2 * PAGE)
+        assert cached_tokens(a) == 0 and cached_tokens(b) == 2 * PAGE
         assert a["choices"][0]["text"] == a0["choices"][0]["text"]
         assert b["choices"][0]["text"] == b0["choices"][0]["text"]
         # a conversation: turn N maps the pages of turns < N
@@ -92,9 +92,33 @@ def test_cached_prefix_same_text(model_dir, plain_results):
         assert ms["qwenc_prefix_cache_hit_tokens_total"] - before >= 2 * PAGE, "later turns hit nothing"
         for j, j0 in zip(conv, conv0):
             assert j["choices"][0]["message"]["content"] == j0["choices"][0]["message"]["content"]
+        assert [cached_tokens(j) > 0 for j in conv] == [False, True, True], [cached_tokens(j) for j in conv]
         assert 0 < ms["qwenc_prefix_cache_hit_ratio"] < 1
         assert ms["qwenc_kv_page_bytes"] > 0 and ms["qwenc_kv_cache_bytes"] > 0
         assert ms["qwenc_kv_pages_used"] == 0, "pages held with no request running"
+    finally:
+        stop_checked(s)
+
+
+def test_n_choices_and_echo(model_dir):
+    """n = 4 choices of one new prompt: its two full pages are computed once.
+    echo + logprobs after a hit: every prompt position computed, the same
+    logprobs as the first time."""
+    ids = [(i * 53 + 5) % 5000 + 100 for i in range(150)]
+    s = start_http(model_dir, "--parallel", "2")
+    try:
+        before = metrics(s)["qwenc_prefill_tokens_total"]
+        j = completion(s, ids, n=4, temperature=0.8, seed=3)
+        assert len(j["choices"]) == 4
+        computed = metrics(s)["qwenc_prefill_tokens_total"] - before
+        assert computed == 150 + 3 * (150 - 2 * PAGE), f"{computed} prompt tokens computed for n = 4"
+        body = {"prompt": ids, "max_tokens": 0, "raw": True, "echo": True, "logprobs": 1}
+        e1 = ok_json(post(s, "/v1/completions", body))
+        e2 = ok_json(post(s, "/v1/completions", body))
+        assert cached_tokens(e1) == 0 and cached_tokens(e2) == 0, "echo + logprobs took KV from the cache"
+        lp1 = e1["choices"][0]["logprobs"]["token_logprobs"]
+        assert len(lp1) == 150 and lp1[0] is None and all(isinstance(x, float) for x in lp1[1:])
+        assert e2["choices"][0]["logprobs"] == e1["choices"][0]["logprobs"]
     finally:
         stop_checked(s)
 
