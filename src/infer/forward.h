@@ -2,8 +2,11 @@
  *
  * A qw_ctx holds everything a forward pass writes: the KV cache of n_slots
  * independent sequences of up to n_ctx positions each, and activation
- * buffers for up to max_batch tokens, all allocated once by ctx_create() so
- * that forward() never allocates and cannot fail on valid input.
+ * buffers for up to max_batch tokens. The activations are allocated once by
+ * ctx_create(); the KV cache is paged (kvcache.h) and takes a page of
+ * QW_KV_PAGE_ROWS positions from its pool when a sequence first writes
+ * one, so an unused context costs no memory (freed pages are kept for
+ * reuse, so a busy server's steps do not go back to malloc).
  *
  * A batch mixes sequences freely (continuous batching): token i belongs to
  * slot[i] at position pos[i]. Within one batch the tokens of one slot must be
