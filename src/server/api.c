@@ -445,8 +445,8 @@ static int parse_completion_prompt(const cJSON *o, const api_limits *lim, api_re
     } else {
         qw_chat_msg m[2];
         size_t nm = 0;
-        if (system) m[nm++] = (qw_chat_msg){"system", system};
-        m[nm++] = (qw_chat_msg){"user", p->valuestring};
+        if (system) m[nm++] = (qw_chat_msg){.role = "system", .content = system};
+        m[nm++] = (qw_chat_msg){.role = "user", .content = p->valuestring};
         rc = chat_encode(lim->tok, m, nm, 1, &ids, &n, &err);
     }
     if (rc != 0) return api_fail(e, 500, "tokenizer_error", "prompt", "cannot encode the prompt: %s", err.msg);

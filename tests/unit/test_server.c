@@ -363,7 +363,7 @@ static void test_parse_chat(void) {
     const char *b = "{\"model\":\"whatever\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}";
     CHECK(api_parse(API_CHAT, b, strlen(b), &lim, &r, &e) == 0, "chat: %s", e.message);
     /* The same ids as chat_encode of the default system + user + gen prompt. */
-    qw_chat_msg m[1] = {{"user", "hi"}};
+    qw_chat_msg m[1] = {{.role = "user", .content = "hi"}};
     int32_t *ids;
     size_t n;
     chat_encode(tok, m, 1, 1, &ids, &n, &err);
@@ -374,7 +374,7 @@ static void test_parse_chat(void) {
     b = "{\"messages\":[{\"role\":\"developer\",\"content\":\"S\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\","
         "\"text\":\"h\"},{\"type\":\"text\",\"text\":\"i\"}]}]}";
     CHECK(api_parse(API_CHAT, b, strlen(b), &lim, &r, &e) == 0, "parts: %s", e.message);
-    qw_chat_msg m2[2] = {{"system", "S"}, {"user", "hi"}};
+    qw_chat_msg m2[2] = {{.role = "system", .content = "S"}, {.role = "user", .content = "hi"}};
     int32_t *ids2;
     size_t n2;
     chat_encode(tok, m2, 2, 1, &ids2, &n2, &err);
