@@ -1,0 +1,128 @@
+/* test_tools.c - OpenAI function-calling fields and documents
+ * (src/server/tools.h): what is accepted, what is a 400 naming the field,
+ * and the shapes that go back to clients. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/tools.h"
+#include "test.h"
+
+#define TOOL_A "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"number\",\"maximum\":1.50}}}}}"
+#define TOOL_B "{\"type\":\"function\",\"function\":{\"name\":\"calc-2\",\"description\":\"d\"}}"
+
+static int parse(const char *body, api_tools *t, api_error *e) {
+    cJSON *o = cJSON_Parse(body);
+    if (!o) return -2;
+    int rc = tools_parse(o, body, strlen(body), t, e);
+    cJSON_Delete(o);
+    return rc;
+}
+
+static void expect_400(const char *body, const char *param, const char *msg_part) {
+    api_tools t;
+    api_error e = {0};
+    int rc = parse(body, &t, &e);
+    CHECK(rc == -1 && e.status == 400 && !strcmp(e.param, param) && strstr(e.message, msg_part),
+          "%s: rc %d status %d param '%s' msg '%s'", body, rc, e.status, e.param, e.message);
+}
+
+int main(void) {
+    api_tools t;
+    api_error e = {0};
+    /* No tools: off. */
+    CHECK(parse("{}", &t, &e) == 0 && t.mode == TOOLS_OFF && t.parallel == 1 && !t.json, "no tools");
+    CHECK(parse("{\"tools\":[],\"tool_choice\":\"auto\"}", &t, &e) == 0 && t.mode == TOOLS_OFF, "empty tools");
+    CHECK(parse("{\"tools\":null}", &t, &e) == 0 && t.mode == TOOLS_OFF, "null tools");
+    /* auto by default; the span is the text as sent (1.50 kept for tojson). */
+    const char *b = "{\"tools\": [" TOOL_A "," TOOL_B "] ,\"x\":1}";
+    CHECK(parse(b, &t, &e) == 0 && t.mode == TOOLS_AUTO && t.n == 2, "auto: %s", e.message);
+    CHECK(t.json && t.json_len == strlen("[" TOOL_A "," TOOL_B "]") && !memcmp(t.json, "[" TOOL_A, strlen(TOOL_A) + 1),
+          "tools span");
+    CHECK(parse("{\"tools\":[" TOOL_A "],\"tool_choice\":\"none\"}", &t, &e) == 0 && t.mode == TOOLS_OFF, "none");
+    CHECK(parse("{\"tools\":[" TOOL_A "],\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", &t, &e) == 0 &&
+              t.mode == TOOLS_REQUIRED && t.parallel == 0, "required");
+    CHECK(parse("{\"tools\":[" TOOL_A "," TOOL_B "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"calc-2\"}}}",
+                &t, &e) == 0 && t.mode == TOOLS_NAMED && !strcmp(t.named, "calc-2"), "named");
+    /* 400s naming the field. */
+    expect_400("{\"tools\":{}}", "tools", "must be a list");
+    expect_400("{\"tools\":[1]}", "tools[0]", "must be an object");
+    expect_400("{\"tools\":[{\"type\":\"code_interpreter\"}]}", "tools[0].type", "\"function\"");
+    expect_400("{\"tools\":[{\"type\":\"function\"}]}", "tools[0].function", "must be an object");
+    expect_400("{\"tools\":[{\"type\":\"function\",\"function\":{}}]}", "tools[0].function.name", "must be a string");
+    expect_400("{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}", "tools[0].function.name", "1 to 64");
+    expect_400("{\"tools\":[" TOOL_B "," TOOL_B "]}", "tools[1].function.name", "defined twice");
+    expect_400("{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}",
+               "tools[0].function.parameters", "JSON Schema object");
+    expect_400("{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":3}}]}",
+               "tools[0].function.description", "string");
+    expect_400("{\"tool_choice\":\"required\"}", "tool_choice", "no 'tools'");
+    expect_400("{\"tools\":[" TOOL_A "],\"tool_choice\":\"always\"}", "tool_choice", "expected none, auto");
+    expect_400("{\"tools\":[" TOOL_A "],\"tool_choice\":{\"type\":\"function\"}}", "tool_choice", "must be none");
+    expect_400("{\"tools\":[" TOOL_A "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}",
+               "tool_choice.function.name", "not one of the 'tools'");
+    expect_400("{\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}", "tool_choice.function.name",
+               "not one of");
+    expect_400("{\"parallel_tool_calls\":1}", "parallel_tool_calls", "boolean");
+    expect_400("{\"functions\":[]}", "functions", "legacy");
+    expect_400("{\"function_call\":\"auto\"}", "function_call", "legacy");
+
+    /* Assistant messages' tool_calls. */
+    cJSON *m = cJSON_Parse("{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                           "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1.50}\"}},{\"type\":\"function\","
+                           "\"function\":{\"name\":\"g\"}}]}");
+    qw_tool_call *calls;
+    size_t n;
+    CHECK(tools_message_calls(m, 3, &calls, &n, &e) == 0 && n == 2, "calls: %s", e.message);
+    if (n == 2) {
+        CHECK(!strcmp(calls[0].name, "f") && !strcmp(calls[0].arguments, "{\"a\": 1.50}"), "call 0");
+        CHECK(!strcmp(calls[1].name, "g") && !strcmp(calls[1].arguments, "{}"), "call 1: no arguments -> {}");
+    }
+    free(calls);
+    cJSON_Delete(m);
+    static const struct { const char *msg, *param, *part; } bad[] = {
+        {"{\"role\":\"user\",\"tool_calls\":[{\"function\":{\"name\":\"f\"}}]}", "messages[2].tool_calls", "assistant"},
+        {"{\"role\":\"assistant\",\"tool_calls\":{}}", "messages[2].tool_calls", "must be a list"},
+        {"{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}", "messages[2].tool_calls[0]",
+         "name"},
+        {"{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":\"{oops\"}}]}",
+         "messages[2].tool_calls[0]", "not valid JSON"},
+        {"{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{}}}]}",
+         "messages[2].tool_calls[0]", "string holding JSON"},
+        {"{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"x\",\"function\":{\"name\":\"f\"}}]}",
+         "messages[2].tool_calls[0]", "\"function\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        m = cJSON_Parse(bad[i].msg);
+        calls = (qw_tool_call *)1;
+        int rc = tools_message_calls(m, 2, &calls, &n, &e);
+        CHECK(rc == -1 && !calls && e.status == 400 && !strcmp(e.param, bad[i].param) && strstr(e.message, bad[i].part),
+              "bad call %zu: rc %d param '%s' msg '%s'", i, rc, e.param, e.message);
+        cJSON_Delete(m);
+    }
+    m = cJSON_Parse("{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":[]}");
+    CHECK(tools_message_calls(m, 0, &calls, &n, &e) == 0 && n == 0 && !calls, "empty tool_calls");
+    cJSON_Delete(m);
+
+    /* Ids and the response shape. */
+    char id[48];
+    tools_call_id(id, "chatcmpl-abc123", 2);
+    CHECK(!strcmp(id, "call_abc123_2"), "id %s", id);
+    api_tool_call c[2] = {{"", "f", "{\"a\": 1}"}, {"", "g", "{}"}};
+    tools_call_id(c[0].id, "chatcmpl-x", 0);
+    tools_call_id(c[1].id, "chatcmpl-x", 1);
+    cJSON *arr = tools_calls_json(c, 2, 0, 0);
+    char *s = cJSON_PrintUnformatted(arr);
+    CHECK(!strcmp(s, "[{\"id\":\"call_x_0\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": 1}\"}},"
+                     "{\"id\":\"call_x_1\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]"),
+          "calls json %s", s);
+    free(s);
+    cJSON_Delete(arr);
+    arr = tools_calls_json(c + 1, 1, 1, 1);
+    s = cJSON_PrintUnformatted(arr);
+    CHECK(strstr(s, "\"index\":1") && strstr(s, "call_x_1"), "delta json %s", s);
+    free(s);
+    cJSON_Delete(arr);
+    return test_summary();
+}
