@@ -95,6 +95,9 @@ void grammar_release(qw_grammar *g);
  * matcher using it. */
 qw_gvocab *gvocab_create(const qw_tok *t, int n_vocab, const int32_t *eos_ids, int n_eos,
                          qw_err *err);
+/* A vocabulary of single bytes: id b < 256 is byte b, id 256 is EOS (tests,
+ * tools). */
+qw_gvocab *gvocab_create_bytes(void);
 void gvocab_free(qw_gvocab *v);
 int gvocab_n_vocab(const qw_gvocab *v);
 
@@ -117,6 +120,10 @@ int gmatch_accept_token(qw_gmatch *m, int32_t id);
 /* Advance by len bytes (all or nothing): 1 accepted, 0 rejected (state
  * unchanged). */
 int gmatch_accept_bytes(qw_gmatch *m, const char *bytes, size_t len);
+
+/* 1 if gmatch_accept_bytes would accept these bytes, 0 if not; the state
+ * is left as it was either way. */
+int gmatch_try_bytes(qw_gmatch *m, const char *bytes, size_t len);
 
 /* 1 if the bytes so far form a complete sentence of the grammar (EOS is
  * allowed now), else 0. */
