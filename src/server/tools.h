@@ -62,7 +62,9 @@ int tools_parse(const void *o, const char *body, size_t len, api_tools *t, api_e
  *   <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>
  * ARGS following N's parameters schema; with parallel calls, one or more
  * blocks separated by "\n". *gbnf malloc'd. -1 and e (400 naming the
- * tool's parameters) if a schema is outside the grammar engine's subset. */
+ * tool's parameters) if a schema is outside the grammar engine's subset.
+ * A named function is called once; "required" makes one call, or one or
+ * more when parallel. (tools_grammar.c) */
 int tools_gbnf(const void *o, const api_tools *t, char **gbnf, api_error *e);
 
 /* The tool_calls of messages[index] (m: its cJSON object) as qw_tool_call

@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "server/tools.h"
 #include "test.h"
 
-#define TOOL_A "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"number\",\"maximum\":1.50}}}}}"
+#define TOOL_A "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"number\",\"default\":1.50}}}}}"
 #define TOOL_B "{\"type\":\"function\",\"function\":{\"name\":\"calc-2\",\"description\":\"d\"}}"
 
 static int parse(const char *body, api_tools *t, api_error *e) {
@@ -28,7 +29,78 @@ static void expect_400(const char *body, const char *param, const char *msg_part
           "%s: rc %d status %d param '%s' msg '%s'", body, rc, e.status, e.param, e.message);
 }
 
+/* Force: compile tools_gbnf's grammar for body and run texts through it
+ * byte by byte (a byte vocabulary): want[i] 1 = accepted and complete. */
+static void check_forced(const char *body, const char *const *texts, const int *want, int n) {
+    api_tools t;
+    api_error e = {0};
+    cJSON *o = cJSON_Parse(body);
+    CHECK(o && tools_parse(o, body, strlen(body), &t, &e) == 0, "parse %s: %s", body, e.message);
+    char *gbnf = NULL;
+    CHECK(tools_gbnf(o, &t, &gbnf, &e) == 0, "gbnf: %s", e.message);
+    qw_grammar *g = NULL;
+    qw_err err = {{0}};
+    if (gbnf) CHECK(grammar_compile_gbnf(&g, gbnf, strlen(gbnf), "root", &err) == 0, "compile: %s\n%s", err.msg, gbnf);
+    qw_gvocab *v = gvocab_create_bytes();
+    for (int i = 0; g && v && i < n; i++) {
+        qw_gmatch *m = gmatch_create(g, v);
+        int ok = gmatch_accept_bytes(m, texts[i], strlen(texts[i])) == 1 && gmatch_is_complete(m);
+        CHECK(ok == want[i], "%s\n  text %s: %s, want %s", body, texts[i], ok ? "accepted" : "rejected",
+              want[i] ? "accepted" : "rejected");
+        gmatch_free(m);
+    }
+    gvocab_free(v);
+    grammar_release(g);
+    free(gbnf);
+    cJSON_Delete(o);
+}
+
+#define CALL_W(args) "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " args "}\n</tool_call>"
+#define CALL_B(args) "<tool_call>\n{\"name\": \"calc-2\", \"arguments\": " args "}\n</tool_call>"
+
+static void test_forcing(void) {
+    const char *texts[] = {
+        CALL_W("{\"t\": 1.5}"),                      /* 0 the template's shape */
+        CALL_W("{}"),                                /* 1 t optional */
+        CALL_W("{\"t\": \"x\"}"),                    /* 2 t must be a number */
+        CALL_B("{\"anything\": [1, {\"k\": null}]}"), /* 3 no parameters: any object */
+        CALL_B("[1]"),                               /* 4 not an object */
+        CALL_W("{}") "\n" CALL_B("{}"),              /* 5 two calls */
+        "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>", /* 6 unknown function */
+        "Sure! " CALL_W("{}"),                       /* 7 text before */
+        CALL_W("{}") "\n",                           /* 8 trailing text */
+    };
+    const char *tools = "\"tools\":[" TOOL_A "," TOOL_B "]";
+    char body[2048];
+    snprintf(body, sizeof body, "{%s,\"tool_choice\":\"required\"}", tools);
+    check_forced(body, texts, (const int[]){1, 1, 0, 1, 0, 1, 0, 0, 0}, 9);
+    snprintf(body, sizeof body, "{%s,\"tool_choice\":\"required\",\"parallel_tool_calls\":false}", tools);
+    check_forced(body, texts, (const int[]){1, 1, 0, 1, 0, 0, 0, 0, 0}, 9);
+    snprintf(body, sizeof body, "{%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"calc-2\"}}}", tools);
+    check_forced(body, texts, (const int[]){0, 0, 0, 1, 0, 0, 0, 0, 0}, 9);
+    /* A required property. */
+    const char *req = "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
+                      "\"object\",\"properties\":{\"location\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"c\",\"f\"]}},"
+                      "\"required\":[\"location\"]}}}],\"tool_choice\":\"required\"}";
+    const char *rt[] = {CALL_W("{\"location\": \"Paris\", \"unit\": \"c\"}"), CALL_W("{\"unit\": \"c\"}"),
+                        CALL_W("{\"location\": \"Paris\", \"unit\": \"k\"}"), CALL_W("{\"location\": \"\xc3\xa9\"}")};
+    check_forced(req, rt, (const int[]){1, 0, 0, 1}, 4);
+    /* A schema keyword the grammar engine refuses: 400 naming the tool. */
+    const char *bad = "{\"tools\":[" TOOL_B ",{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                      "{\"type\":\"object\",\"patternProperties\":{\"a\":{}}}}}],\"tool_choice\":\"required\"}";
+    cJSON *o = cJSON_Parse(bad);
+    api_tools t;
+    api_error e = {0};
+    char *gbnf = NULL;
+    CHECK(tools_parse(o, bad, strlen(bad), &t, &e) == 0, "parse");
+    CHECK(tools_gbnf(o, &t, &gbnf, &e) == -1 && !gbnf && e.status == 400 &&
+              !strcmp(e.param, "tools[1].function.parameters") && strstr(e.message, "patternProperties"),
+          "unsupported schema: %d %s %s", e.status, e.param, e.message);
+    cJSON_Delete(o);
+}
+
 int main(void) {
+    test_forcing();
     api_tools t;
     api_error e = {0};
     /* No tools: off. */
