@@ -22,7 +22,11 @@ struct toolcall_parser {
     int after_block; /* a block ended and no content came since: skip leading whitespace */
     int n_calls, max_calls;
     int done;        /* max_calls reached */
+    int bare;        /* toolcall_set_bare: a '{' first holds everything */
+    int bare_state;  /* 0 undecided (only whitespace so far), 1 holding a possible bare call, 2 decided: tags only */
 };
+
+void toolcall_set_bare(toolcall_parser *p, int on) { p->bare = on; }
 
 toolcall_parser *toolcall_new(int max_calls) {
     toolcall_parser *p = calloc(1, sizeof *p);
@@ -180,6 +184,13 @@ int toolcall_feed(toolcall_parser *p, const char *s, size_t n, const toolcall_si
     sb_add(&p->hold, s, n);
     sb_touch(&p->hold);
     if (p->hold.failed) return -1;
+    if (p->bare && p->bare_state == 0) {
+        size_t i = 0;
+        while (i < p->hold.n && is_ws(p->hold.p[i])) i++;
+        if (i == p->hold.n) return 0; /* only whitespace yet: undecided */
+        p->bare_state = p->hold.p[i] == '{' ? 1 : 2;
+    }
+    if (p->bare_state == 1) return 0; /* everything waits for the end */
     if (step(p, k)) return -1;
     return p->done ? 1 : 0;
 }
@@ -188,6 +199,23 @@ int toolcall_finish(toolcall_parser *p, const toolcall_sink *k) {
     if (p->done) return 0;
     sb_touch(&p->hold);
     if (p->hold.failed) return -1;
+    if (p->bare_state == 1 || (p->bare && p->bare_state == 0)) {
+        char *name, *args;
+        int r = parse_call(p->hold.p, p->hold.n, &name, &args);
+        if (r < 0) return -1;
+        if (r == 1) {
+            if (k->call) k->call(k->ctx, p->n_calls, name, args);
+            p->n_calls++;
+            free(name);
+            free(args);
+            p->hold.n = 0;
+            p->hold.p[0] = 0;
+            return 0;
+        }
+        p->bare_state = 2; /* not a bare call: read it as tagged text */
+        if (step(p, k)) return -1;
+        if (p->done) return 0;
+    }
     if (p->in_call) {
         /* An unclosed block: a call if its body is complete (the model may
          * end right after the JSON), else the text as it came. */

@@ -24,6 +24,13 @@
  *   text ends is a call if its body already is one (a model may stop right
  *   after the JSON), else content, verbatim.
  *
+ * Bare calls: the real Qwen2.5-Coder-0.5B/1.5B-Instruct files, asked
+ * greedily, answer a tool prompt with the JSON object alone, no tags
+ * ({"name": "get_weather", "arguments": {...}}). toolcall_set_bare(p, 1)
+ * accepts that too: when the text starts (after whitespace) with '{', it is
+ * all held back, and at the end, if the whole text is one call object, it
+ * is a call; otherwise it is handed out as content, unchanged.
+ *
  * max_calls > 0 stops at that many calls (parallel_tool_calls: false -> 1):
  * toolcall_feed() returns 1 once the limit is reached, and everything after
  * the last call is ignored.
@@ -50,6 +57,10 @@ typedef struct toolcall_parser toolcall_parser;
 /* NULL: out of memory. */
 toolcall_parser *toolcall_new(int max_calls);
 void toolcall_free(toolcall_parser *p);
+
+/* Accept a bare call object as the whole answer (see above); call before
+ * the first feed. */
+void toolcall_set_bare(toolcall_parser *p, int on);
 
 /* Feed text; hands out what became decided. Returns 0, 1 once max_calls
  * calls were handed out (feed no more), -1 on allocation failure. */

@@ -32,10 +32,12 @@ static void on_call(void *ctx, int index, const char *name, const char *args) {
 
 /* Feed text cut at the given piece sizes (0 = whole); returns the feed's
  * last status. */
+static int g_bare;
 static int run(const char *text, int max_calls, int mode, uint64_t seed, out *o) {
     memset(o, 0, sizeof *o);
     g_next_index = 0;
     toolcall_parser *p = toolcall_new(max_calls);
+    toolcall_set_bare(p, g_bare);
     toolcall_sink k = {on_content, on_call, o};
     size_t n = strlen(text), i = 0;
     int rc = 0;
@@ -118,5 +120,21 @@ int main(void) {
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
     expect(big + 1000, 0, big + 1000, "");
+    /* Bare mode: the whole answer one call object (the real Coder files). */
+    g_bare = 1;
+    expect("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", 0, "",
+           "0:get_weather:{\"city\": \"Paris\"}|");
+    expect("\n {\"name\": \"f\"}\n", 0, "", "0:f:{}|");
+    expect("{\"name\": \"f\"} and more", 0, "{\"name\": \"f\"} and more", "");
+    expect("{\"a\": 1}", 0, "{\"a\": 1}", "");
+    expect("{\"name\": \"f\", \"argu", 0, "{\"name\": \"f\", \"argu", "");
+    expect("{ not json <tool_call>{\"name\": \"g\"}</tool_call>", 0, "{ not json", "0:g:{}|");
+    expect("Hello {\"name\": \"f\"}", 0, "Hello {\"name\": \"f\"}", "");
+    expect("  \n", 0, "  \n", "");
+    expect(two, 0, "", "0:a:{}|1:b:{}|");
+    expect(two, 1, "", "0:a:{}|");
+    g_bare = 0;
+    /* Without bare mode the object is content. */
+    expect("{\"name\": \"f\"}", 0, "{\"name\": \"f\"}", "");
     return test_summary();
 }
