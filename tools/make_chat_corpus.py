@@ -130,6 +130,50 @@ USERS = ["What's the weather in Paris?", "Cherche des nouvelles sur Qwen.", "今
          "<|im_start|>user text that looks special<|im_end|>", "tabs\tand\nnewlines"]
 
 
+THINK_CONTENTS = ["<think>\nThe user wants weather.\n</think>\n\nIt is sunny.",
+                  "<think>step 1</think>Answer", "no think tags here", "\n\nleading newlines",
+                  "<think>\n\n</think>\n\n4", "a</think>b</think>\nc", "<think>x<think>y</think>z"]
+
+
+def gen_qwen3_extra(rng, n):
+    """Conversations exercising Qwen3's template: reasoning, multi-step tool
+    turns (user messages that are wrapped tool responses), no system."""
+    convs = []
+    for k in range(n):
+        tools = rng.sample(TOOLS, rng.randint(1, 3)) if rng.random() < 0.5 else None
+        names = [t["function"]["name"] for t in (tools or TOOLS)]
+        msgs = []
+        if rng.random() < 0.4:
+            msgs.append({"role": "system", "content": rng.choice(["Be brief.", "", "Réponds en français."])})
+        for turn in range(rng.randint(1, 3)):
+            if rng.random() < 0.2 and turn > 0:
+                msgs.append({"role": "user", "content": "<tool_response>\n42\n</tool_response>"})
+            else:
+                msgs.append({"role": "user", "content": rng.choice(USERS)})
+            m = {"role": "assistant", "content": rng.choice(THINK_CONTENTS + ["", "Plain answer."])}
+            r = rng.random()
+            if r < 0.3:
+                m["reasoning_content"] = rng.choice(["\nthinking hard\n", "", "short"])
+            elif r < 0.4:
+                m["reasoning_content"] = None
+            if rng.random() < 0.4:
+                m["tool_calls"] = [make_call(rng, rng.choice(names), rng.random() < 0.5)
+                                   for _ in range(rng.choice([1, 2]))]
+                msgs.append(m)
+                for _ in m["tool_calls"]:
+                    msgs.append({"role": "tool", "content": rng.choice(RESULTS)})
+                if rng.random() < 0.5:
+                    msgs.append({"role": "assistant", "content": rng.choice(THINK_CONTENTS)})
+            else:
+                msgs.append(m)
+        if rng.random() < 0.5:
+            msgs.pop()  # end on a user / tool message
+        gen = rng.random() < 0.7
+        think = rng.choice([None, True, False])
+        convs.append((msgs, tools, gen, think))
+    return convs
+
+
 def make_call(rng, name, wrap):
     args = rng.choice(ARGS[name])
     if wrap:
@@ -305,6 +349,26 @@ def main():
             ids = hf(text, add_special_tokens=False)["input_ids"]
             recs.append({"template": tname, "messages": msgs, "tools": tools, "add_generation_prompt": gen,
                          "text": text, "ids": ids})
+    # Qwen3: its own tokenizer (ids of <think> etc.), the tool conversations
+    # above plus reasoning / multi-step ones, enable_thinking unset / true / false.
+    with tempfile.TemporaryDirectory() as d:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(read_xz(os.path.join(FIX, "qwen3", name + ".xz")))
+        hf3 = AutoTokenizer.from_pretrained(d)
+    def content_str(msgs):  # Qwen3's template reads every assistant content as a string
+        return [dict(m, content=m.get("content") or "") if m["role"] == "assistant" else m for m in msgs]
+    q3convs = [(content_str(m), t, g, None) for m, t, g in convs[:40]] + gen_qwen3_extra(rng, 80)
+    for msgs, tools, gen, think in q3convs:
+        kw = {} if think is None else {"enable_thinking": think}
+        text = hf3.apply_chat_template(msgs, tools=tools, chat_template=q3, tokenize=False,
+                                       add_generation_prompt=gen, **kw)
+        ids = hf3(text, add_special_tokens=False)["input_ids"]
+        r = {"template": "qwen3", "messages": msgs, "tools": tools, "add_generation_prompt": gen,
+             "text": text, "ids": ids}
+        if think is not None:
+            r["enable_thinking"] = think
+        recs.append(r)
     write_xz(os.path.join(FIX, "corpus_tools.jsonl.xz"),
              "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs).encode("utf-8"))
     print(f"tools: {len(recs)} conversations")

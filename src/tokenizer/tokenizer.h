@@ -111,8 +111,9 @@ typedef enum qw_chat_family {
     CHAT_QWEN25,       /* Qwen2.5-*-Instruct (also Qwen2.5-Coder-0.5B-Instruct's file) */
     CHAT_QWEN25_CODER, /* Qwen2.5-Coder-1.5B-Instruct's: as CHAT_QWEN25 but the tool
                           example in the system turn reads {{"name": ...}} */
-    CHAT_QWEN3,        /* Qwen3's (thinking, reasoning_content): recognised, not
-                          rendered yet, so refused with its own message */
+    CHAT_QWEN3,        /* Qwen3's: no default system turn; assistant turns after
+                          the last real user query carry <think> blocks
+                          (reasoning_content); enable_thinking */
 } qw_chat_family;
 
 /* The family of a template text (NULL -> CHAT_NONE). */
@@ -161,16 +162,31 @@ typedef struct qw_chat_msg {
     const char *content;
     const qw_tool_call *tool_calls; /* [n_tool_calls], assistant messages only */
     size_t n_tool_calls;
+    const char *reasoning_content;  /* Qwen3: an assistant turn's thinking; NULL: none
+                                       given (then <think>...</think> in content counts) */
 } qw_chat_msg;
 
 #define QW_DEFAULT_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 typedef struct qw_chat_opts {
-    qw_chat_family family;     /* CHAT_QWEN25 or CHAT_QWEN25_CODER; others fail */
+    qw_chat_family family;     /* CHAT_QWEN25, CHAT_QWEN25_CODER or CHAT_QWEN3; others fail */
     const char *tools;         /* JSON text of the tools array; NULL or [] -> none */
     size_t tools_len;
     int add_generation_prompt;
+    int no_thinking;           /* Qwen3: enable_thinking=false (an empty <think> block
+                                  after the generation prompt); 0: not given */
 } qw_chat_opts;
+
+/* The Qwen3 template (Qwen3's tokenizer_config.json), in short: the system
+ * turn only if messages[0] is system (or with tools: its content + "\n\n"
+ * + the same tools block as Qwen2.5 without the default system text); the
+ * last user message that is not a wrapped <tool_response> is "the query";
+ * assistant turns after it render <think>\n{reasoning}\n</think>\n\n
+ * before the content (always for the last message, else when there is
+ * reasoning), where reasoning is reasoning_content or the text inside
+ * <think>...</think> at the start of content (then removed from content);
+ * tool calls follow the content, "\n"-separated, without the leading "\n"
+ * when there is no content; tool results as Qwen2.5. */
 
 /* Render into *out[*len] (malloc'd, NUL-terminated). Fails (-1, message) for
  * a family it cannot render, tools that are not a JSON array, or a call's
@@ -190,6 +206,10 @@ int chat_render(const qw_chat_msg *msgs, size_t n_msgs, int add_generation_promp
 int chat_encode_tools(const qw_tok *t, const qw_chat_msg *msgs, size_t n_msgs, const char *tools,
                       size_t tools_len, int add_generation_prompt, int32_t **ids, size_t *n,
                       qw_err *err);
+/* The same with every option of qw_chat_opts (its family is ignored: the
+ * tokenizer's is used). */
+int chat_encode_opts(const qw_tok *t, const qw_chat_opts *o, const qw_chat_msg *msgs, size_t n_msgs,
+                     int32_t **ids, size_t *n, qw_err *err);
 /* chat_encode_tools() without tools. */
 int chat_encode(const qw_tok *t, const qw_chat_msg *msgs, size_t n_msgs,
                 int add_generation_prompt, int32_t **ids, size_t *n, qw_err *err);

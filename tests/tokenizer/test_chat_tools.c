@@ -12,8 +12,9 @@
  *   corpus_tojson.jsonl JSON texts and Python's json.dumps(json.loads(s),
  *                       ensure_ascii=False): tojson_dumps must agree byte
  *                       for byte.
- * Also: template recognition (folder, GGUF, chat_template.jinja, unknown,
- * none, Qwen3 refused, the real GGUF files when present), OpenAI-style
+ * Qwen3's template is in the corpus too (its own tokenizer; reasoning,
+ * multi-step tool turns, enable_thinking). Also: template recognition
+ * (folder, GGUF, chat_template.jinja, unknown, none, the real GGUF files when present), OpenAI-style
  * string arguments, and bad input rejected with a message. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -188,6 +189,8 @@ static void conv_build(conv *c, const char *line, size_t len, const cJSON *j) {
         c->msgs[k].role = cJSON_GetObjectItem(m, "role")->valuestring;
         const cJSON *ct = cJSON_GetObjectItem(m, "content");
         c->msgs[k].content = cJSON_IsString(ct) ? ct->valuestring : NULL;
+        const cJSON *rc = cJSON_GetObjectItem(m, "reasoning_content");
+        c->msgs[k].reasoning_content = cJSON_IsString(rc) ? rc->valuestring : NULL;
         const cJSON *tcs = cJSON_GetObjectItem(m, "tool_calls");
         if (!cJSON_GetArraySize(tcs)) continue;
         const char *mv, *tv;
@@ -216,7 +219,7 @@ static int same_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
     return na == nb && (na == 0 || !memcmp(a, b, na * sizeof *a));
 }
 
-static void check_tools_corpus(qw_tok *t) {
+static void check_tools_corpus(qw_tok *t, qw_tok *t3) {
     char path[1200];
     snprintf(path, sizeof path, "%s/corpus_tools.jsonl", g_fix);
     char *buf = read_all(path, NULL);
@@ -237,12 +240,18 @@ static void check_tools_corpus(qw_tok *t) {
                 n_tool_msgs += c.msgs[i].role && !strcmp(c.msgs[i].role, "tool");
             }
             const char *tn = cJSON_GetObjectItem(j, "template")->valuestring;
-            qw_chat_family fam = !strcmp(tn, "qwen2.5-coder") ? CHAT_QWEN25_CODER : CHAT_QWEN25;
+            qw_chat_family fam = !strcmp(tn, "qwen2.5-coder") ? CHAT_QWEN25_CODER
+                                 : !strcmp(tn, "qwen3")       ? CHAT_QWEN3
+                                                              : CHAT_QWEN25;
+            qw_tok *tk = fam == CHAT_QWEN3 ? t3 : t;
             per_family[fam]++;
             size_t tl;
             const char *tools = raw_member(line, len, "tools", &tl);
+            if (tools && tojson_type(tools, tl) == 'z') tools = NULL, tl = 0;
+            const cJSON *think = cJSON_GetObjectItem(j, "enable_thinking");
             qw_chat_opts o = {.family = fam, .tools = tools, .tools_len = tl,
-                              .add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(j, "add_generation_prompt"))};
+                              .add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(j, "add_generation_prompt")),
+                              .no_thinking = cJSON_IsFalse(think)};
             const char *want = cJSON_GetObjectItem(j, "text")->valuestring;
             char *out = NULL;
             size_t ol;
@@ -257,8 +266,8 @@ static void check_tools_corpus(qw_tok *t) {
             int32_t *wids = malloc((nw + 1) * sizeof *wids), *ids = NULL;
             for (const cJSON *e = wj->child; e; e = e->next) wids[k++] = (int32_t)e->valueint;
             size_t nid = 0;
-            tok_set_chat_family(t, fam);
-            if (chat_encode_tools(t, c.msgs, c.n_msgs, tools, tl, o.add_generation_prompt, &ids, &nid, &err) ||
+            tok_set_chat_family(tk, fam);
+            if (chat_encode_opts(tk, &o, c.msgs, c.n_msgs, &ids, &nid, &err) ||
                 !same_ids(ids, nid, wids, nw))
                 bad_ids++;
             free(ids);
@@ -271,11 +280,12 @@ static void check_tools_corpus(qw_tok *t) {
         line = nl + 1;
     }
     free(buf);
-    printf("tools: %d conversations (%d qwen2.5, %d coder; %d calls, %d parallel, %d tool results), "
+    printf("tools: %d conversations (%d qwen2.5, %d coder, %d qwen3; %d calls, %d parallel, %d tool results), "
            "%d render and %d ids mismatches\n",
-           n, per_family[CHAT_QWEN25], per_family[CHAT_QWEN25_CODER], n_calls, n_parallel, n_tool_msgs, bad_text,
-           bad_ids);
-    CHECK(per_family[CHAT_QWEN25] >= 50 && per_family[CHAT_QWEN25_CODER] >= 50, "tools corpus too small");
+           n, per_family[CHAT_QWEN25], per_family[CHAT_QWEN25_CODER], per_family[CHAT_QWEN3], n_calls, n_parallel,
+           n_tool_msgs, bad_text, bad_ids);
+    CHECK(per_family[CHAT_QWEN25] >= 50 && per_family[CHAT_QWEN25_CODER] >= 50 && per_family[CHAT_QWEN3] >= 100,
+          "tools corpus too small");
     CHECK(n_parallel >= 10 && n_tool_msgs >= 50, "tools corpus lacks parallel calls or tool results");
     CHECK(bad_text == 0, "tools: %d renders differ from apply_chat_template", bad_text);
     CHECK(bad_ids == 0, "tools: %d conversations encode differently", bad_ids);
@@ -323,8 +333,8 @@ static void check_openai_arguments(void) {
         int rc = chat_render_opts(&q, m, 2, &out, &ol, &err);
         CHECK(rc == -1 && !out && strstr(err.msg, bad[i].want), "bad %zu: rc %d msg '%s'", i, rc, err.msg);
     }
-    qw_chat_opts q3 = {.family = CHAT_QWEN3};
-    CHECK(chat_render_opts(&q3, m, 1, &out, &ol, &err) == -1 && strstr(err.msg, "qwen3"), "qwen3 rendered");
+    qw_chat_opts qu = {.family = CHAT_UNKNOWN};
+    CHECK(chat_render_opts(&qu, m, 1, &out, &ol, &err) == -1 && strstr(err.msg, "unknown"), "unknown rendered");
 }
 
 /* ------------------------------------------------------- recognition */
@@ -360,7 +370,7 @@ static void check_recognition(void) {
     snprintf(d25, sizeof d25, "%s/qwen2.5", g_fix);
     snprintf(d3, sizeof d3, "%s/qwen3", g_fix);
     check_family_dir(d25, CHAT_QWEN25, NULL);
-    check_family_dir(d3, CHAT_QWEN3, "Qwen3");
+    check_family_dir(d3, CHAT_QWEN3, NULL);
     CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
     snprintf(p, sizeof p, "%s/qwen2.5/tokenizer.json", g_fix);
     snprintf(q, sizeof q, "%s/tokenizer.json", tmp);
@@ -444,7 +454,12 @@ int main(void) {
     qw_tok *t = NULL;
     qw_err err = {{0}};
     CHECK(tok_load(&t, d25, &err) == 0, "load %s: %s", d25, err.msg);
-    if (t) check_tools_corpus(t);
+    char d3[1100];
+    snprintf(d3, sizeof d3, "%s/qwen3", g_fix);
+    qw_tok *t3 = NULL;
+    CHECK(tok_load(&t3, d3, &err) == 0, "load %s: %s", d3, err.msg);
+    if (t && t3) check_tools_corpus(t, t3);
     tok_free(t);
+    tok_free(t3);
     return test_summary();
 }
