@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
+#include "server/toolout.h"
 #include "server/tools.h"
+#include "base/strbuf.h"
 #include "test.h"
 
 #define TOOL_A "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"number\",\"default\":1.50}}}}}"
@@ -99,8 +101,103 @@ static void test_forcing(void) {
     cJSON_Delete(o);
 }
 
+/* Stream text through a toolout one byte at a time; collect content and
+ * "name:args|" of every delta.tool_calls; returns the stop flag seen. */
+static int stream_collect(const api_tools *t, const char *text, char *content, char *calls, const char **finish) {
+    api_toolout *o = toolout_new(t, "chatcmpl-s1");
+    api_meta m = {.id = "chatcmpl-s1", .created = 1, .model = "m"};
+    strbuf all = {0};
+    int stop = 0;
+    size_t n = strlen(text), i;
+    for (i = 0; i < n && !stop; i++) {
+        char *ev = toolout_sse_piece(o, &m, text + i, 1, &stop);
+        sb_str(&all, ev);
+        free(ev);
+    }
+    char *ev = toolout_sse_flush(o, &m);
+    sb_str(&all, ev);
+    free(ev);
+    *finish = toolout_finish(o, "stop");
+    content[0] = calls[0] = 0;
+    for (char *d = all.p; d && (d = strstr(d, "data: ")); d += 6) {
+        char *end = strstr(d, "\n\n");
+        *end = 0;
+        cJSON *j = cJSON_Parse(d + 6);
+        *end = '\n';
+        cJSON *delta = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "delta");
+        cJSON *c = cJSON_GetObjectItem(delta, "content");
+        if (cJSON_IsString(c)) strcat(content, c->valuestring);
+        cJSON *tc;
+        cJSON_ArrayForEach(tc, cJSON_GetObjectItem(delta, "tool_calls")) {
+            cJSON *f = cJSON_GetObjectItem(tc, "function");
+            sprintf(calls + strlen(calls), "%d:%s:%s:%s|", cJSON_GetObjectItem(tc, "index")->valueint,
+                    cJSON_GetObjectItem(tc, "id")->valuestring, cJSON_GetObjectItem(f, "name")->valuestring,
+                    cJSON_GetObjectItem(f, "arguments")->valuestring);
+        }
+        cJSON_Delete(j);
+    }
+    free(all.p);
+    toolout_free(o);
+    return stop;
+}
+
+static void test_toolout(void) {
+    api_tools t = {.mode = TOOLS_AUTO, .n = 2, .parallel = 1};
+    const char *text = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                       "</tool_call>\n<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expr\": \"1+1\"}}\n</tool_call>";
+    api_meta m = {.id = "chatcmpl-x9", .created = 1, .model = "m"};
+    api_result r = {.text = text, .text_len = strlen(text), .finish = "stop", .prompt_tokens = 5, .gen_tokens = 9};
+    api_toolout *o = toolout_new(&t, m.id);
+    char *doc = toolout_chat_json(o, &m, &r);
+    toolout_free(o);
+    cJSON *j = cJSON_Parse(doc);
+    cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    cJSON *msg = cJSON_GetObjectItem(ch, "message");
+    CHECK(!strcmp(cJSON_GetObjectItem(ch, "finish_reason")->valuestring, "tool_calls"), "finish %s", doc);
+    CHECK(!strcmp(cJSON_GetObjectItem(msg, "content")->valuestring, "Checking."), "content %s", doc);
+    cJSON *calls = cJSON_GetObjectItem(msg, "tool_calls");
+    CHECK(cJSON_GetArraySize(calls) == 2, "2 calls: %s", doc);
+    cJSON *f1 = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "function");
+    CHECK(f1 && !strcmp(cJSON_GetObjectItem(f1, "arguments")->valuestring, "{\"expr\": \"1+1\"}") &&
+              !strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 1), "id")->valuestring, "call_x9_1"),
+          "call 1: %s", doc);
+    CHECK(cJSON_GetObjectItem(j, "usage") && cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens")->valueint == 5,
+          "usage kept");
+    cJSON_Delete(j);
+    free(doc);
+    /* A call alone: content null. No call: the text unchanged, finish kept. */
+    const char *only = "{\"name\": \"calc\", \"arguments\": {}}";
+    r.text = only, r.text_len = strlen(only);
+    o = toolout_new(&t, m.id);
+    doc = toolout_chat_json(o, &m, &r);
+    toolout_free(o);
+    CHECK(strstr(doc, "\"content\":null") && strstr(doc, "\"tool_calls\":[{\"id\":\"call_x9_0\""), "bare call: %s", doc);
+    free(doc);
+    r.text = "Hello\n", r.text_len = 6, r.finish = "length";
+    o = toolout_new(&t, m.id);
+    doc = toolout_chat_json(o, &m, &r);
+    toolout_free(o);
+    CHECK(strstr(doc, "\"content\":\"Hello\\n\"") && !strstr(doc, "tool_calls") && strstr(doc, "\"finish_reason\":\"length\""),
+          "no call: %s", doc);
+    free(doc);
+    /* Streamed byte by byte: the same content and calls. */
+    char content[512], cs[1024];
+    const char *fin;
+    CHECK(stream_collect(&t, text, content, cs, &fin) == 0, "no stop with parallel calls");
+    CHECK(!strcmp(content, "Checking.") && !strcmp(fin, "tool_calls") &&
+              !strcmp(cs, "0:call_s1_0:get_weather:{\"city\": \"Paris\"}|1:call_s1_1:calc:{\"expr\": \"1+1\"}|"),
+          "stream: '%s' '%s' %s", content, cs, fin);
+    t.parallel = 0;
+    CHECK(stream_collect(&t, text, content, cs, &fin) == 1 && !strcmp(cs, "0:call_s1_0:get_weather:{\"city\": \"Paris\"}|"),
+          "parallel false: stop after one: %s", cs);
+    t.parallel = 1;
+    stream_collect(&t, "Just text, no <tools>.", content, cs, &fin);
+    CHECK(!strcmp(content, "Just text, no <tools>.") && !cs[0] && !strcmp(fin, "stop"), "plain: '%s'", content);
+}
+
 int main(void) {
     test_forcing();
+    test_toolout();
     api_tools t;
     api_error e = {0};
     /* No tools: off. */
