@@ -125,11 +125,10 @@ qw_gvocab *gvocab_create(const qw_tok *t, int n_vocab, const int32_t *eos_ids, i
     return build(tok_bytes_fn, t, n_vocab, eos_ids, n_eos, err);
 }
 
-qw_gvocab *gvocab_create_bytes(void) {
-    int32_t eos = 256;
+qw_gvocab *gvocab_create_bytes(int n_vocab, const int32_t *eos_ids, int n_eos) {
     char all[256];
     for (int i = 0; i < 256; i++) all[i] = (char)i;
-    return build(byte_fn, all, 257, &eos, 1, NULL);
+    return build(byte_fn, all, n_vocab, eos_ids, n_eos, NULL);
 }
 
 void gvocab_free(qw_gvocab *v) {
