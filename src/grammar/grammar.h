@@ -108,6 +108,9 @@ int gvocab_n_vocab(const qw_gvocab *v);
 qw_gmatch *gmatch_create(const qw_grammar *g, const qw_gvocab *v);
 void gmatch_free(qw_gmatch *m);
 
+/* The vocabulary m was created with. */
+const qw_gvocab *gmatch_vocab(const qw_gmatch *m);
+
 /* Back to the start state. */
 void gmatch_reset(qw_gmatch *m);
 

@@ -94,11 +94,13 @@ static qw_gvocab *build(bytes_fn fn, const void *ctx, int n_vocab, const int32_t
             /* same bytes as the previous token: chain it */
             v->dup[id] = v->dup[prev_tok];
             v->dup[prev_tok] = id;
+            v->nodes[n - 1].has_dup = 1;
             continue;
         }
         while (n_open > (int)lcp) v->nodes[open[--n_open]].skip = n;
         for (uint32_t d = lcp; d < len; d++) {
-            v->nodes[n] = (gtrie_node){.skip = -1, .tok = -1, .byte = (uint8_t)b[d], .depth = (uint8_t)(d + 1)};
+            v->nodes[n] = (gtrie_node){.skip = -1, .tok = -1, .byte = (uint8_t)b[d], .depth = (uint8_t)(d + 1),
+                                       .has_dup = 0};
             open[n_open++] = n++;
         }
         v->nodes[n - 1].tok = id;
