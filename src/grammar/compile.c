@@ -884,6 +884,76 @@ out:
     return rc;
 }
 
+/* ---- inlining -------------------------------------------------------------- */
+
+/* NFA size of a subtree (repetitions counted out), references counted as 1,
+ * capped to keep the count itself cheap. */
+static long tree_size(const parser *ps, int ni, int *has_ref) {
+    const node *n = &ps->nodes[ni];
+    switch (n->kind) {
+    case N_BYTES: return n->n;
+    case N_CLASS: return 1 + n->n;
+    case N_REF: *has_ref = 1; return 1;
+    case N_REP: {
+        long k = tree_size(ps, n->kids[0], has_ref);
+        long times = n->b > n->a ? n->b : n->a;
+        if (times < 1) times = 1;
+        long t = k * times;
+        return t > (1L << 30) ? (1L << 30) : t;
+    }
+    default: {
+        long t = 1;
+        for (int i = 0; i < n->n && t < (1L << 30); i++) t += tree_size(ps, n->kids[i], has_ref);
+        return t;
+    }
+    }
+}
+
+static int inline_into(parser *ps, int ni, const uint8_t *can) {
+    node *n = &ps->nodes[ni];
+    int changed = 0;
+    if (n->kind == N_REF) {
+        if (!can[n->a]) return 0;
+        /* the reference becomes a group around the rule's body (shared, the
+         * NFA builder instantiates it afresh at every use) */
+        int *k = malloc(sizeof(int));
+        if (!k) return 0;
+        k[0] = ps->rules[n->a].body;
+        n->kind = N_SEQ;
+        n->kids = k;
+        n->n = n->cap = 1;
+        return 1;
+    }
+    if (n->kind == N_BYTES || n->kind == N_CLASS) return 0;
+    for (int i = 0; i < ps->nodes[ni].n; i++) changed |= inline_into(ps, ps->nodes[ni].kids[i], can);
+    return changed;
+}
+
+/* Replace references to rules that reference nothing (character classes,
+ * a JSON string, blanks, a number) by their bodies, repeatedly, while the
+ * result stays small: inside such a rule a byte is one DFA lookup instead
+ * of a call, a return and a push per character (the mask walk spends
+ * nearly all its time inside strings). Recursive rules are never inlined. */
+static void inline_leaves(parser *ps) {
+    enum { INLINE_LIMIT = 3000 };
+    uint8_t *can = calloc((size_t)ps->n_rules + 1, 1);
+    if (!can) return; /* inlining is an optimisation: without it the grammar is the same */
+    for (int round = 0; round < 64; round++) {
+        int any = 0;
+        for (int r = 0; r < ps->n_rules; r++) {
+            int has_ref = 0;
+            long size = tree_size(ps, ps->rules[r].body, &has_ref);
+            can[r] = !has_ref && size <= INLINE_LIMIT;
+            any |= can[r];
+        }
+        if (!any) break;
+        int changed = 0;
+        for (int r = 0; r < ps->n_rules; r++) changed |= inline_into(ps, ps->rules[r].body, can);
+        if (!changed) break;
+    }
+    free(can);
+}
+
 /* ---- entry points -------------------------------------------------------- */
 
 static void parser_free(parser *ps) {
@@ -915,6 +985,7 @@ int grammar_compile_gbnf(qw_grammar **out, const char *text, size_t len, const c
         qw_errf(err, "grammar: no rule named '%s' (the start rule)", root);
         goto fail;
     }
+    inline_leaves(&ps);
     g = calloc(1, sizeof *g);
     if (!g) goto oom;
     atomic_init(&g->refs, 1);
@@ -960,6 +1031,10 @@ int grammar_compile_gbnf(qw_grammar **out, const char *text, size_t len, const c
             }
     }
     g->call0[d.n] = d.nc;
+    g->simple = malloc((size_t)d.n + 1);
+    if (!g->simple) goto oom;
+    for (int s = 0; s < d.n; s++)
+        g->simple[s] = g->has_bytes[s] && !g->accept[s] && g->call0[s] == g->call0[s + 1];
     for (int s = 0; s < d.n; s++)
         if (g->call0[s] + d.ncall[s] != g->call0[s + 1] && d.ncall[s] != 0) {
             /* not contiguous: cannot happen (calls are written right after their state's scan) */
@@ -1008,6 +1083,7 @@ void grammar_release(qw_grammar *g) {
     free(g->next);
     free(g->accept);
     free(g->has_bytes);
+    free(g->simple);
     free(g->call0);
     free(g->calls);
     free(g->rule_start);

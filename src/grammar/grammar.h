@@ -95,9 +95,9 @@ void grammar_release(qw_grammar *g);
  * matcher using it. */
 qw_gvocab *gvocab_create(const qw_tok *t, int n_vocab, const int32_t *eos_ids, int n_eos,
                          qw_err *err);
-/* A vocabulary of single bytes: id b < 256 is byte b, id 256 is EOS (tests,
- * tools). */
-qw_gvocab *gvocab_create_bytes(void);
+/* A vocabulary of single bytes (tests, tools): id b < 256 is byte b, ids
+ * from 256 to n_vocab - 1 have no bytes, eos_ids[n_eos] end generation. */
+qw_gvocab *gvocab_create_bytes(int n_vocab, const int32_t *eos_ids, int n_eos);
 void gvocab_free(qw_gvocab *v);
 int gvocab_n_vocab(const qw_gvocab *v);
 
@@ -107,6 +107,9 @@ int gvocab_n_vocab(const qw_gvocab *v);
  * allocation failure. */
 qw_gmatch *gmatch_create(const qw_grammar *g, const qw_gvocab *v);
 void gmatch_free(qw_gmatch *m);
+
+/* The vocabulary m was created with. */
+const qw_gvocab *gmatch_vocab(const qw_gmatch *m);
 
 /* Back to the start state. */
 void gmatch_reset(qw_gmatch *m);

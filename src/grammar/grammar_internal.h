@@ -28,6 +28,8 @@ struct qw_grammar {
     int32_t *next;      /* [n_states * 256] byte transitions, -1 = none */
     uint8_t *accept;    /* [n_states] 1: the rule may end here */
     uint8_t *has_bytes; /* [n_states] 1: some byte transition exists */
+    uint8_t *simple;    /* [n_states] 1: has bytes, no calls, not accepting: a head there
+                           needs no expansion (the common case inside strings) */
     int32_t *call0;     /* [n_states + 1] calls of state s: calls[call0[s] .. call0[s+1]) */
     gcall *calls;
     int n_rules;
@@ -42,6 +44,8 @@ typedef struct gtrie_node {
     int32_t tok;    /* a token whose bytes end here, -1 = none; more in dup[] */
     uint8_t byte;
     uint8_t depth;  /* 1..255 */
+    uint8_t has_dup; /* 1: dup[tok] chains more tokens with these bytes (rare: read
+                        only then, dup[] is a cache miss per token) */
 } gtrie_node;
 
 struct qw_gvocab {

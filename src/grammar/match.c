@@ -23,6 +23,19 @@
 #define MAX_FRAMES (1 << 17)
 #define MAX_HEADS 512        /* heads at one position (an ambiguity bound) */
 #define MAX_VISIT 1024
+#define CACHE_N 4            /* masks remembered per matcher */
+#define CACHE_KEY 128        /* heads + frames of a state that may be remembered */
+
+/* A remembered mask: the matcher state it was computed in (heads, the
+ * frames below them, the complete flag) and the result. Inside a JSON
+ * string the state after every whole character is the same, so all the
+ * tokens of a string after the first reuse its mask. */
+typedef struct mask_cache {
+    uint64_t hash;
+    int n_heads, n_frames, complete, count, valid;
+    int32_t key[CACHE_KEY * 2];
+    uint32_t *mask;
+} mask_cache;
 
 typedef struct gframe {
     int32_t ret, parent;
@@ -49,6 +62,8 @@ struct qw_gmatch {
     int n_visit;
     uint32_t *mask;      /* gmatch_apply's own mask */
     int overflow;
+    mask_cache cache[CACHE_N];
+    int cache_next;      /* round robin victim */
 };
 
 /* Expand (s, f) into byte-ready heads appended to out[*n] (cap max).
@@ -93,9 +108,25 @@ static int step(qw_gmatch *m, const ghead *in, int n_in, int b, ghead *out, int 
     int n = 0;
     *complete = 0;
     m->n_visit = 0;
+    const uint8_t *simple = m->g->simple;
     for (int i = 0; i < n_in; i++) {
         int32_t t = next[(size_t)in[i].state * 256 + b];
-        if (t >= 0) expand(m, t, in[i].frame, out, &n, max, complete, 0);
+        if (t < 0) continue;
+        if (simple[t]) {
+            /* nothing to expand: the head moves within its rule */
+            int dup = 0;
+            for (int k = 0; k < n; k++) dup |= out[k].state == t && out[k].frame == in[i].frame;
+            if (dup) continue;
+            if (n >= max) {
+                m->overflow = 1;
+                break;
+            }
+            out[n++] = (ghead){t, in[i].frame};
+            /* keep expand()'s visited set consistent for later heads */
+            if (m->n_visit < MAX_VISIT) m->visit[m->n_visit++] = (ghead){t, in[i].frame};
+            continue;
+        }
+        expand(m, t, in[i].frame, out, &n, max, complete, 0);
     }
     return n;
 }
@@ -146,6 +177,7 @@ static void compact(qw_gmatch *m, ghead *h, int n) {
 }
 
 void gmatch_reset(qw_gmatch *m) {
+    /* the cache stays: it is keyed by the state, which reset revisits */
     m->n_frames = m->top = 0;
     m->finished = 0;
     m->complete = 0;
@@ -177,9 +209,18 @@ qw_gmatch *gmatch_create(const qw_grammar *g, const qw_gvocab *v) {
     m->lvl_count = m->lvl_start + depth;
     m->lvl_top = m->lvl_count + depth;
     for (int i = 0; i < MAX_FRAMES; i++) m->remap[i] = -1;
+    for (int i = 0; i < CACHE_N; i++) {
+        m->cache[i].mask = malloc(((size_t)v->n_vocab + 31) / 32 * sizeof(uint32_t));
+        if (!m->cache[i].mask) {
+            gmatch_free(m);
+            return NULL;
+        }
+    }
     gmatch_reset(m);
     return m;
 }
+
+const qw_gvocab *gmatch_vocab(const qw_gmatch *m) { return m->v; }
 
 void gmatch_free(qw_gmatch *m) {
     if (!m) return;
@@ -190,6 +231,7 @@ void gmatch_free(qw_gmatch *m) {
     free(m->hbuf);
     free(m->lvl_start);
     free(m->mask);
+    for (int i = 0; i < CACHE_N; i++) free(m->cache[i].mask);
     free(m);
 }
 
@@ -252,11 +294,64 @@ int gmatch_is_finished(const qw_gmatch *m) { return m->finished; }
 
 static inline void set_bit(uint32_t *mask, int32_t id) { mask[id >> 5] |= 1u << (id & 31); }
 
+/* The state as a flat key: heads, then frames (compacted, so equal states
+ * give equal keys); 0 if too large to remember. */
+static int state_key(const qw_gmatch *m, int32_t *key, uint64_t *hash) {
+    int n = m->n_heads + m->n_frames;
+    if (n > CACHE_KEY) return 0;
+    int k = 0;
+    for (int i = 0; i < m->n_heads; i++) key[k++] = m->heads[i].state, key[k++] = m->heads[i].frame;
+    for (int i = 0; i < m->n_frames; i++) key[k++] = m->frames[i].ret, key[k++] = m->frames[i].parent;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(m->n_heads * 2 + m->complete);
+    for (int i = 0; i < k; i++) h = (h ^ (uint32_t)key[i]) * 1099511628211ull;
+    *hash = h;
+    return 1;
+}
+
+static int fill_mask_walk(qw_gmatch *m, uint32_t *mask);
+
 int gmatch_fill_mask(qw_gmatch *m, uint32_t *mask) {
     const qw_gvocab *v = m->v;
     size_t words = ((size_t)v->n_vocab + 31) / 32;
+    if (m->finished) {
+        memset(mask, 0, words * sizeof(uint32_t));
+        return 0;
+    }
+    int32_t key[CACHE_KEY * 2];
+    uint64_t h = 0;
+    int cacheable = state_key(m, key, &h);
+    if (cacheable) {
+        for (int i = 0; i < CACHE_N; i++) {
+            mask_cache *c = &m->cache[i];
+            if (c->valid && c->hash == h && c->n_heads == m->n_heads && c->n_frames == m->n_frames &&
+                c->complete == m->complete &&
+                !memcmp(c->key, key, (size_t)(m->n_heads + m->n_frames) * 2 * sizeof(int32_t))) {
+                memcpy(mask, c->mask, words * sizeof(uint32_t));
+                return c->count;
+            }
+        }
+    }
+    int count = fill_mask_walk(m, mask);
+    if (cacheable) {
+        mask_cache *c = &m->cache[m->cache_next];
+        m->cache_next = (m->cache_next + 1) % CACHE_N;
+        c->valid = 1;
+        c->hash = h;
+        c->n_heads = m->n_heads;
+        c->n_frames = m->n_frames;
+        c->complete = m->complete;
+        c->count = count;
+        memcpy(c->key, key, (size_t)(m->n_heads + m->n_frames) * 2 * sizeof(int32_t));
+        memcpy(c->mask, mask, words * sizeof(uint32_t));
+    }
+    return count;
+}
+
+/* The walk over the vocabulary trie. */
+static int fill_mask_walk(qw_gmatch *m, uint32_t *mask) {
+    const qw_gvocab *v = m->v;
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
     memset(mask, 0, words * sizeof(uint32_t));
-    if (m->finished) return 0;
     int allowed = 0;
     if (m->complete)
         for (int i = 0; i < v->n_eos; i++)
@@ -268,6 +363,8 @@ int gmatch_fill_mask(qw_gmatch *m, uint32_t *mask) {
         m->lvl_count[0] = m->n_heads;
         m->lvl_top[0] = m->n_frames;
         const gtrie_node *nd = v->nodes;
+        const int32_t *next = m->g->next;
+        const uint8_t *simple = m->g->simple;
         int i = 0, n_nodes = v->n_nodes;
         while (i < n_nodes) {
             int d = nd[i].depth;
@@ -275,15 +372,26 @@ int gmatch_fill_mask(qw_gmatch *m, uint32_t *mask) {
             int os = ps + pc;
             m->top = m->lvl_top[d - 1];
             int room = m->hcap - os < MAX_HEADS ? m->hcap - os : MAX_HEADS;
-            int complete = 0;
-            m->overflow = 0;
-            int cnt = room > 0 ? step(m, m->hbuf + ps, pc, nd[i].byte, m->hbuf + os, room, &complete) : 0;
-            if (m->overflow) cnt = 0, complete = 0;
+            int complete = 0, cnt;
+            int32_t t;
+            if (pc == 1 && room > 0 && (t = next[(size_t)m->hbuf[ps].state * 256 + nd[i].byte]) >= 0 && simple[t]) {
+                /* one head moving inside its rule (a string's characters): no step() */
+                m->hbuf[os] = (ghead){t, m->hbuf[ps].frame};
+                cnt = 1;
+            } else {
+                m->overflow = 0;
+                cnt = room > 0 ? step(m, m->hbuf + ps, pc, nd[i].byte, m->hbuf + os, room, &complete) : 0;
+                if (m->overflow) cnt = 0, complete = 0;
+            }
             if (!cnt && !complete) {
                 i = nd[i].skip;
                 continue;
             }
-            for (int32_t t = nd[i].tok; t >= 0; t = v->dup[t]) set_bit(mask, t);
+            if (nd[i].tok >= 0) {
+                set_bit(mask, nd[i].tok);
+                if (nd[i].has_dup)
+                    for (int32_t u = v->dup[nd[i].tok]; u >= 0; u = v->dup[u]) set_bit(mask, u);
+            }
             if (!cnt) {
                 i = nd[i].skip;
                 continue;

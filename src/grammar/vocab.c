@@ -94,11 +94,13 @@ static qw_gvocab *build(bytes_fn fn, const void *ctx, int n_vocab, const int32_t
             /* same bytes as the previous token: chain it */
             v->dup[id] = v->dup[prev_tok];
             v->dup[prev_tok] = id;
+            v->nodes[n - 1].has_dup = 1;
             continue;
         }
         while (n_open > (int)lcp) v->nodes[open[--n_open]].skip = n;
         for (uint32_t d = lcp; d < len; d++) {
-            v->nodes[n] = (gtrie_node){.skip = -1, .tok = -1, .byte = (uint8_t)b[d], .depth = (uint8_t)(d + 1)};
+            v->nodes[n] = (gtrie_node){.skip = -1, .tok = -1, .byte = (uint8_t)b[d], .depth = (uint8_t)(d + 1),
+                                       .has_dup = 0};
             open[n_open++] = n++;
         }
         v->nodes[n - 1].tok = id;
@@ -125,11 +127,10 @@ qw_gvocab *gvocab_create(const qw_tok *t, int n_vocab, const int32_t *eos_ids, i
     return build(tok_bytes_fn, t, n_vocab, eos_ids, n_eos, err);
 }
 
-qw_gvocab *gvocab_create_bytes(void) {
-    int32_t eos = 256;
+qw_gvocab *gvocab_create_bytes(int n_vocab, const int32_t *eos_ids, int n_eos) {
     char all[256];
     for (int i = 0; i < 256; i++) all[i] = (char)i;
-    return build(byte_fn, all, 257, &eos, 1, NULL);
+    return build(byte_fn, all, n_vocab, eos_ids, n_eos, NULL);
 }
 
 void gvocab_free(qw_gvocab *v) {

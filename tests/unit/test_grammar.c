@@ -281,7 +281,8 @@ static void test_mask_real_vocab(void) {
 }
 
 int main(void) {
-    g_bytes_vocab = gvocab_create_bytes();
+    int32_t eos = 256;
+    g_bytes_vocab = gvocab_create_bytes(257, &eos, 1);
     CHECK(g_bytes_vocab != NULL, "byte vocabulary");
     test_gbnf_corpus();
     test_gbnf_errors();
