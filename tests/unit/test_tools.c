@@ -43,7 +43,8 @@ static void check_forced(const char *body, const char *const *texts, const int *
     qw_grammar *g = NULL;
     qw_err err = {{0}};
     if (gbnf) CHECK(grammar_compile_gbnf(&g, gbnf, strlen(gbnf), "root", &err) == 0, "compile: %s\n%s", err.msg, gbnf);
-    qw_gvocab *v = gvocab_create_bytes();
+    int32_t eos = 256;
+    qw_gvocab *v = gvocab_create_bytes(257, &eos, 1);
     for (int i = 0; g && v && i < n; i++) {
         qw_gmatch *m = gmatch_create(g, v);
         int ok = gmatch_accept_bytes(m, texts[i], strlen(texts[i])) == 1 && gmatch_is_complete(m);
