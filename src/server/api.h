@@ -16,6 +16,13 @@
  *                              presence_penalty, frequency_penalty,
  *                              repetition_penalty, ignore_eos, stream,
  *                              stream_options.include_usage; n must be 1
+ *                              + function calling (tools.h): tools,
+ *                              tool_choice, parallel_tool_calls, assistant
+ *                              tool_calls and tool messages; reasoning_content
+ *                              and chat_template_kwargs.enable_thinking (Qwen3)
+ *   POST /v1/completions with "suffix": code infill (infill.h), the prompt
+ *                              being the code before the gap
+ *   POST /infill               llama-server's infill (infill.h)
  *   Both take "speculative": false (qwenc's extension) to decode without
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
@@ -23,10 +30,12 @@
  * "model" must name the served model (api_limits.model_id) unless
  * any_model: else 404 model_not_found; absent, it means the served one.
  * Fields that would change the meaning of a request and are not supported
- * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
- * response_format other than text, logit_bias, echo, best_of > 1, suffix,
- * audio, prediction, non-text modalities or message parts) are a 400 that
- * names the field. Unknown fields are ignored (user, metadata, store, ...).
+ * (n > 1, logprobs, top_logprobs, functions / function_call (legacy),
+ * tools on /v1/completions, suffix on chat, response_format other than text,
+ * logit_bias, echo, best_of > 1, audio, prediction, non-text modalities or
+ * message parts) are a 400 that names the field. A model whose chat
+ * template qwenc does not render answers chat with a 400
+ * unsupported_chat_template. Unknown fields are ignored (user, metadata, store, ...).
  */
 #ifndef QW_API_H
 #define QW_API_H
@@ -66,7 +75,10 @@ int api_utf8_valid(const char *s, size_t len);
 /* The request protocols: the two generation endpoints of the HTTP API and
  * the token-id protocols of the Unix socket (sockserv.h) and stdin
  * (stdinserv.h) servers. */
-typedef enum { API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3 } api_kind;
+typedef enum { API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3, API_INFILL = 4 } api_kind;
+
+/* /infill without n_predict / max_tokens: tokens to generate. */
+#define API_INFILL_DEFAULT 128
 
 /* What the server knows when it parses a request. */
 typedef struct api_limits {
@@ -94,10 +106,15 @@ typedef struct api_req {
     int include_usage;
     int seed_set;             /* the request gave "seed" */
     int no_spec;              /* "speculative": false */
+    int tools_mode;           /* chat: tools_mode (tools.h); 0 = no tools */
+    int tools_parallel;       /* parallel_tool_calls */
+    char *grammar;            /* malloc'd GBNF the output must follow (tool_choice
+                               * required / named), NULL = free text */
 } api_req;
 
-/* Parse a /v1/completions or /v1/chat/completions body (already checked to
- * be valid UTF-8). Returns 0 and *r (free with api_req_free), or -1 and e. */
+/* Parse a /v1/completions, /v1/chat/completions or /infill body (already
+ * checked to be valid UTF-8). Returns 0 and *r (free with api_req_free), or
+ * -1 and e. */
 int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim, api_req *r,
               api_error *e);
 void api_req_free(api_req *r);

@@ -14,7 +14,10 @@
 #include "base/arena.h"
 #include "base/log.h"
 #include "engine/generate.h"
+#include "grammar/grammar.h"
+#include "server/infill.h"
 #include "server/stopstr.h"
+#include "server/toolout.h"
 
 typedef enum { RQ_NEW, RQ_RUNNING, RQ_FINISHING, RQ_DONE, RQ_FAILED } rq_state;
 
@@ -39,9 +42,10 @@ struct qw_request {
     qw_abuf piece;       /* text of the last DELTA */
     qw_abuf text;        /* the whole text (request_run) */
     qw_abuf out;         /* rendered bytes (request_sse, request_reply) */
+    api_toolout *tools;  /* chat with tools: <tool_call> blocks -> tool_calls */
 };
 
-static int is_text(api_kind k) { return k == API_COMPLETION || k == API_CHAT; }
+static int is_text(api_kind k) { return k == API_COMPLETION || k == API_CHAT || k == API_INFILL; }
 
 /* ---- ids and seeds ----------------------------------------------------- */
 
@@ -96,6 +100,7 @@ void request_free(qw_request *q) {
     if (!q) return;
     if (q->r) sched_req_release(q->r); /* cancels if still running */
     if (q->ts) tok_stream_free(q->ts);
+    toolout_free(q->tools);
     stopstr_free(&q->stop);
     if (q->parsed) api_req_free(&q->p);
     qw_arena mem = q->mem; /* q itself lives in it */
@@ -142,6 +147,14 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
         }
         stopstr_init(&q->stop, (const char *const *)q->p.stop, q->p.n_stop);
         new_id(q->kind == API_CHAT ? "chatcmpl-" : "cmpl-", q->id, sizeof q->id);
+        if (q->kind == API_CHAT && q->p.tools_mode != TOOLS_OFF) {
+            api_tools t = {.mode = (tools_mode)q->p.tools_mode, .parallel = q->p.tools_parallel};
+            q->tools = toolout_new(&t, q->id);
+            if (!q->tools) {
+                fail_oom(q);
+                return -1;
+            }
+        }
     }
     q->created = (long long)time(NULL);
     qw_req_params p = {
@@ -153,7 +166,19 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
         .no_spec = q->p.no_spec,
     };
     qw_err err;
+    qw_grammar *g = NULL;
+    if (q->p.grammar) {
+        /* tool_choice required / a named function: the call is forced. */
+        p.gvocab = engine_gvocab(e, &err);
+        if (!p.gvocab || grammar_compile_gbnf(&g, q->p.grammar, strlen(q->p.grammar), "root", &err)) {
+            api_fail(&q->err, 500, "grammar_error", "tool_choice", "cannot build the tool-call grammar: %s", err.msg);
+            q->state = RQ_FAILED;
+            return -1;
+        }
+        p.grammar = g;
+    }
     rc = sched_submit(e->sched, &p, &q->r, &err);
+    grammar_release(g); /* the scheduler holds its own reference */
     if (rc != QW_SCHED_OK) {
         q->r = NULL;
         q->state = RQ_FAILED;
@@ -372,10 +397,22 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
         if (q->kind == API_CHAT) rc = out_take(q, api_sse_chunk(API_CHAT, &m, "assistant", NULL, 0, NULL, NULL));
         break;
     case REQ_EV_DELTA:
-        if (ev->text_len > 0) rc = out_take(q, api_sse_chunk(q->kind, &m, NULL, ev->text, ev->text_len, NULL, NULL));
+        if (q->tools) {
+            int stop = 0;
+            if (ev->text_len > 0) rc = out_take(q, toolout_sse_piece(q->tools, &m, ev->text, ev->text_len, &stop));
+            if (stop) request_cancel(q); /* parallel_tool_calls false: one call is the answer */
+        } else if (ev->text_len > 0) {
+            rc = out_take(q, api_sse_chunk(q->kind, &m, NULL, ev->text, ev->text_len, NULL, NULL));
+        }
         break;
     case REQ_EV_DONE:
-        rc = out_take(q, api_sse_chunk(q->kind, &m, NULL, NULL, 0, ev->finish, NULL));
+        if (q->tools) {
+            rc = out_take(q, toolout_sse_flush(q->tools, &m));
+            if (rc == 0)
+                rc = out_take(q, api_sse_chunk(q->kind, &m, NULL, NULL, 0, toolout_finish(q->tools, ev->finish), NULL));
+        } else {
+            rc = out_take(q, api_sse_chunk(q->kind, &m, NULL, NULL, 0, ev->finish, NULL));
+        }
         if (rc == 0) rc = sse_usage(q, &m);
         if (rc == 0) rc = abuf_add(&q->mem, &q->out, API_SSE_DONE, strlen(API_SSE_DONE));
         break;
@@ -456,6 +493,8 @@ static char *text_doc(qw_request *q) {
         .decode_tps = u.decode_tps,
         .elapsed_s = u.elapsed_s,
     };
+    if (q->kind == API_INFILL) return infill_json(&res);
+    if (q->tools) return toolout_chat_json(q->tools, &m, &res);
     return q->kind == API_CHAT ? api_chat_json(&m, &res) : api_completion_json(&m, &res);
 }
 
