@@ -502,6 +502,34 @@ static int parse_completion_prompt(const cJSON *o, const api_limits *lim, api_re
     return set_prompt(r, ids, n, lim, "prompt", e);
 }
 
+/* "stop_token_ids": a list of ids in [0, vocab). */
+static int parse_stop_ids(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "stop_token_ids");
+    if (!is_present(j)) return 0;
+    if (!cJSON_IsArray(j))
+        return api_fail(e, 400, "invalid_type", "stop_token_ids", "'stop_token_ids' must be a list of token ids");
+    if (cJSON_GetArraySize(j) > API_MAX_STOP_IDS / 2)
+        return api_fail(e, 400, "invalid_value", "stop_token_ids", "'stop_token_ids' has more than %d ids",
+                        API_MAX_STOP_IDS / 2);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble >= lim->vocab)
+            return api_fail(e, 400, "invalid_value", "stop_token_ids", "'stop_token_ids' must hold ids in [0, %d)",
+                            lim->vocab);
+        r->stop_ids[r->n_stop_ids++] = (int32_t)it->valuedouble;
+    }
+    return 0;
+}
+
+/* An infill ends at the FIM and repository tokens as well (Qwen's examples
+ * pass them as eos_token_id). */
+static void add_fim_stops(api_req *r, const qw_tok *tok) {
+    int32_t ids[16];
+    int n = fim_stop_ids(tok, ids, 16);
+    for (int i = 0; i < n && r->n_stop_ids < API_MAX_STOP_IDS; i++) r->stop_ids[r->n_stop_ids++] = ids[i];
+}
+
 /* /infill: llama-server's fields as a Qwen2.5-Coder FIM prompt (infill.h). */
 static int parse_infill(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
     api_infill in;
@@ -511,6 +539,7 @@ static int parse_infill(const cJSON *o, const api_limits *lim, api_req *r, api_e
     int rc = infill_encode(&in, lim->tok, &ids, &n, e);
     infill_free(&in);
     if (rc < 0) return -1;
+    add_fim_stops(r, lim->tok);
     return set_prompt(r, ids, n, lim, "input_prefix", e);
 }
 
@@ -531,6 +560,7 @@ static int parse_suffix(const cJSON *o, const api_limits *lim, api_req *r, api_e
         if (!e->param[0]) snprintf(e->param, sizeof e->param, "suffix");
         return -1;
     }
+    add_fim_stops(r, lim->tok);
     return set_prompt(r, ids, n, lim, "prompt", e);
 }
 
@@ -572,6 +602,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         goto out;
     }
     if (parse_stop(o, r, e) < 0) goto out;
+    if (parse_stop_ids(o, lim, r, e) < 0) goto out;
 
     long long mt;
     int got;

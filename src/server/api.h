@@ -23,7 +23,8 @@
  *   POST /v1/completions with "suffix": code infill (infill.h), the prompt
  *                              being the code before the gap
  *   POST /infill               llama-server's infill (infill.h)
- *   Both take "speculative": false (qwenc's extension) to decode without
+ *   All three take "stop_token_ids" (vLLM's field: ids that end the answer
+ *   without being output) and "speculative": false (qwenc's extension) to decode without
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
@@ -93,6 +94,8 @@ typedef struct api_limits {
     int any_model;
 } api_limits;
 
+#define API_MAX_STOP_IDS 32
+
 typedef struct api_req {
     api_kind kind;
     int32_t *prompt;          /* [n_prompt] malloc'd */
@@ -110,6 +113,10 @@ typedef struct api_req {
     int tools_parallel;       /* parallel_tool_calls */
     char *grammar;            /* malloc'd GBNF the output must follow (tool_choice
                                * required / named), NULL = free text */
+    int32_t stop_ids[API_MAX_STOP_IDS]; /* token ids that end the answer (not output):
+                               * "stop_token_ids" (vLLM's field), plus for an infill
+                               * prompt the FIM and repository tokens (fim_stop_ids) */
+    int n_stop_ids;
 } api_req;
 
 /* Parse a /v1/completions, /v1/chat/completions or /infill body (already

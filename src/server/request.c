@@ -43,7 +43,14 @@ struct qw_request {
     qw_abuf text;        /* the whole text (request_run) */
     qw_abuf out;         /* rendered bytes (request_sse, request_reply) */
     api_toolout *tools;  /* chat with tools: <tool_call> blocks -> tool_calls */
+    int id_hit;          /* one of p.stop_ids came: the answer ended before it */
 };
+
+static int is_stop_id(const qw_request *q, int32_t id) {
+    for (int i = 0; i < q->p.n_stop_ids; i++)
+        if (q->p.stop_ids[i] == id) return 1;
+    return 0;
+}
 
 static int is_text(api_kind k) { return k == API_COMPLETION || k == API_CHAT || k == API_INFILL; }
 
@@ -273,7 +280,11 @@ void request_next(qw_request *q, double timeout_s, req_event *ev) {
     int n = sched_req_wait(q->r, &q->cursor, &toks, timeout_s);
     int used = 0;
     if (is_text(q->kind)) {
-        for (; used < n && !q->stop.hit; used++) {
+        for (; used < n && !q->stop.hit && !q->id_hit; used++) {
+            if (q->p.n_stop_ids && is_stop_id(q, toks[used])) {
+                q->id_hit = 1; /* the answer ends here; the token is not output */
+                break;
+            }
             size_t len;
             const char *t = tok_stream_feed(q->ts, toks[used], &len);
             if (emit(q, t, len) != 0) goto oom;
@@ -283,8 +294,20 @@ void request_next(qw_request *q, double timeout_s, req_event *ev) {
     }
     q->n_used += used;
     int finished = 0;
-    if (q->stop.hit) {
+    if (q->stop.hit || q->id_hit) {
         sched_req_cancel(q->r); /* the engine frees the slot within a step */
+        if (q->id_hit) {
+            /* flush the decoder and the stop filter: nothing else comes */
+            size_t len;
+            const char *t = tok_stream_flush(q->ts, &len);
+            if (emit(q, t, len) != 0) goto oom;
+            if (!q->stop.hit) {
+                const char *out;
+                size_t out_len;
+                stopstr_flush(&q->stop, &out, &out_len);
+                if (abuf_add(&q->mem, &q->piece, out, out_len) != 0) goto oom;
+            }
+        }
         q->finish = "stop";
         finished = 1;
     } else if (n == 0 && sched_req_done(q->r)) {

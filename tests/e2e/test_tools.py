@@ -249,3 +249,25 @@ def test_real_flow_forced_then_answer(real_server):
     ch2 = r2.choices[0]
     assert ch2.finish_reason == "stop" and ch2.message.content and not ch2.message.tool_calls, ch2
     assert "17" in ch2.message.content, ch2.message.content
+
+
+# ---------------------------------------------------------------------------
+# stop_token_ids (the mechanism that ends an infill at <|file_sep|> & co.)
+
+
+def test_stop_token_ids(server, model_dir):
+    from conftest import QWENC, run
+    prompt = [9707, 11, 1879, 0, 220]
+    r = run([QWENC, model_dir, " ".join(map(str, prompt)), "8"])
+    assert r.returncode == 0, r.stderr
+    ids = [int(x) for x in r.stdout.split()]
+    base = ok_json(post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 8}))
+    assert base["usage"]["completion_tokens"] == 8
+    k = next(i for i in range(1, 8) if ids[i] not in ids[:i])  # a token that first comes at k
+    j = ok_json(post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 8, "stop_token_ids": [ids[k]]}))
+    assert j["usage"]["completion_tokens"] == k and j["choices"][0]["finish_reason"] == "stop", (j, ids, k)
+    want = ok_json(post(server, "/detokenize", {"tokens": ids[:k]}))["content"]
+    assert j["choices"][0]["text"] == want, (j, want)
+    for bad in ("x", [-1], [10 ** 9], list(range(17))):
+        r = post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 2, "stop_token_ids": bad})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "stop_token_ids", r.text

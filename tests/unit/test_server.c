@@ -446,8 +446,11 @@ static void test_parse_chat(void) {
     b = "{\"input_prefix\":\"def f(x):\\n    \",\"input_suffix\":\"\\n    return y\",\"n_predict\":7}";
     api_req r2;
     CHECK(api_parse(API_INFILL, b, strlen(b), &lim, &r, &e) == 0 && r.max_tokens == 7, "infill: %s", e.message);
+    int has_sep = 0;
+    for (int k = 0; k < r.n_stop_ids; k++) has_sep |= r.stop_ids[k] == tok_token_id(tok, "<|file_sep|>");
+    CHECK(r.n_stop_ids == 8 && has_sep, "infill ends at the FIM tokens: %d ids", r.n_stop_ids);
     b = "{\"prompt\":\"def f(x):\\n    \",\"suffix\":\"\\n    return y\"}";
-    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r2, &e) == 0, "suffix: %s", e.message);
+    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r2, &e) == 0 && r2.n_stop_ids == 8, "suffix: %s", e.message);
     CHECK(r.n_prompt == r2.n_prompt && !memcmp(r.prompt, r2.prompt, (size_t)r.n_prompt * sizeof *r.prompt) &&
               r.prompt[0] == tok_token_id(tok, "<|fim_prefix|>"),
           "infill == suffix prompt");
