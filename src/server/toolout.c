@@ -11,7 +11,8 @@
 
 struct api_toolout {
     toolcall_parser *p;
-    char req_id[64];
+    char req_id[72];
+    int index;           /* the choice */
     int n_calls;
     /* what the sink collected during one feed */
     strbuf content;
@@ -61,7 +62,7 @@ static void clear_new(api_toolout *o) {
     if (o->content.p) o->content.p[0] = 0;
 }
 
-api_toolout *toolout_new(const api_tools *t, const char *req_id) {
+api_toolout *toolout_new(const api_tools *t, const char *req_id, int index) {
     api_toolout *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->p = toolcall_new(t->parallel ? 0 : 1);
@@ -70,7 +71,9 @@ api_toolout *toolout_new(const api_tools *t, const char *req_id) {
         return NULL;
     }
     toolcall_set_bare(o->p, 1);
-    snprintf(o->req_id, sizeof o->req_id, "%s", req_id ? req_id : "");
+    if (index > 0) snprintf(o->req_id, sizeof o->req_id, "%.60sc%d", req_id ? req_id : "", index);
+    else snprintf(o->req_id, sizeof o->req_id, "%s", req_id ? req_id : "");
+    o->index = index;
     return o;
 }
 
@@ -89,8 +92,9 @@ const char *toolout_finish(const api_toolout *o, const char *engine_finish) {
 
 /* The chunk api_sse_chunk makes for an empty delta, with its delta replaced
  * by {"tool_calls": [...]}: "data: {json}\n\n" appended to b. */
-static void add_call_chunk(strbuf *b, const api_meta *m, const api_tool_call *c, int index, int *failed) {
-    char *ev = api_sse_chunk(API_CHAT, m, NULL, "", 0, NULL, NULL);
+static void add_call_chunk(strbuf *b, const api_meta *m, int choice, const api_tool_call *c, int index,
+                           int *failed) {
+    char *ev = api_sse_chunk_at(API_CHAT, m, choice, NULL, "", 0, NULL, NULL, NULL);
     cJSON *j = ev && strlen(ev) > 8 ? cJSON_Parse(ev + 6) : NULL;
     cJSON *ch = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0) : NULL;
     free(ev);
@@ -119,12 +123,12 @@ static char *events(api_toolout *o, const api_meta *m) {
     strbuf b = {0};
     sb_touch(&b);
     if (o->content.n) {
-        char *ev = api_sse_chunk(API_CHAT, m, NULL, o->content.p, o->content.n, NULL, NULL);
+        char *ev = api_sse_chunk_at(API_CHAT, m, o->index, NULL, o->content.p, o->content.n, NULL, NULL, NULL);
         if (!ev) o->failed = 1;
         sb_str(&b, ev);
         free(ev);
     }
-    for (int i = 0; i < o->n_new; i++) add_call_chunk(&b, m, &o->calls[i], o->n_calls - o->n_new + i, &o->failed);
+    for (int i = 0; i < o->n_new; i++) add_call_chunk(&b, m, o->index, &o->calls[i], o->n_calls - o->n_new + i, &o->failed);
     clear_new(o);
     if (o->failed || b.failed) {
         free(b.p);
@@ -147,28 +151,45 @@ char *toolout_sse_flush(api_toolout *o, const api_meta *m) {
     return events(o, m);
 }
 
-char *toolout_chat_json(api_toolout *o, const api_meta *m, const api_result *r) {
+int toolout_parse(api_toolout *o, const char *text, size_t len) {
     toolcall_sink k = {on_content, on_call, o};
-    if (toolcall_feed(o->p, r->text, r->text_len, &k) < 0 || toolcall_finish(o->p, &k) || o->failed || o->content.failed)
-        return NULL;
+    if (toolcall_feed(o->p, text, len, &k) < 0 || toolcall_finish(o->p, &k) || o->failed || o->content.failed)
+        return -1;
+    sb_touch(&o->content);
+    return o->content.failed ? -1 : 0;
+}
+
+const char *toolout_content(const api_toolout *o, size_t *len) {
+    *len = o->content.n;
+    return o->content.p ? o->content.p : "";
+}
+
+void toolout_patch(api_toolout *o, void *choice) {
+    cJSON *ch = choice;
+    cJSON *msg = ch ? cJSON_GetObjectItem(ch, "message") : NULL;
+    if (!msg) return;
+    if (o->n_new) {
+        if (o->content.n == 0) cJSON_ReplaceItemInObject(msg, "content", cJSON_CreateNull());
+        cJSON_AddItemToObject(msg, "tool_calls", tools_calls_json(o->calls, o->n_new, 0, 0));
+        cJSON_ReplaceItemInObject(ch, "finish_reason", cJSON_CreateString("tool_calls"));
+    }
+}
+
+char *toolout_chat_json(api_toolout *o, const api_meta *m, const api_result *r) {
+    if (toolout_parse(o, r->text, r->text_len)) return NULL;
     api_result rr = *r;
-    rr.text = o->content.p ? o->content.p : "";
-    rr.text_len = o->content.n;
+    rr.text = toolout_content(o, &rr.text_len);
     rr.finish = toolout_finish(o, r->finish);
     char *doc = api_chat_json(m, &rr);
     cJSON *j = doc ? cJSON_Parse(doc) : NULL;
     free(doc);
     cJSON *ch = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0) : NULL;
-    cJSON *msg = ch ? cJSON_GetObjectItem(ch, "message") : NULL;
-    if (!msg) {
+    if (!ch) {
         cJSON_Delete(j);
         clear_new(o);
         return NULL;
     }
-    if (o->n_new) {
-        if (rr.text_len == 0) cJSON_ReplaceItemInObject(msg, "content", cJSON_CreateNull());
-        cJSON_AddItemToObject(msg, "tool_calls", tools_calls_json(o->calls, o->n_new, 0, 0));
-    }
+    toolout_patch(o, ch);
     clear_new(o);
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);

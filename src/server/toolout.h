@@ -19,9 +19,10 @@
 
 typedef struct api_toolout api_toolout;
 
-/* For a request whose tools mode is not TOOLS_OFF. req_id names the call
- * ids (tools_call_id). NULL: out of memory. */
-api_toolout *toolout_new(const api_tools *t, const char *req_id);
+/* For choice `index` of a request whose tools mode is not TOOLS_OFF.
+ * req_id names the call ids (tools_call_id; choice i > 0 adds "c<i>").
+ * NULL: out of memory. */
+api_toolout *toolout_new(const api_tools *t, const char *req_id, int index);
 void toolout_free(api_toolout *o);
 
 /* Streaming: the SSE events (malloc'd "data: ...\n\n" text, possibly "")
@@ -35,9 +36,17 @@ char *toolout_sse_flush(api_toolout *o, const api_meta *m);
 /* "tool_calls" if calls were made, else engine_finish. */
 const char *toolout_finish(const api_toolout *o, const char *engine_finish);
 
-/* Non-streaming: r->text is the whole generated text; the chat.completion
- * document with message.content (null when empty and calls were made) and
- * message.tool_calls. NULL: out of memory. */
+/* Non-streaming, in two steps (for several choices): parse the whole
+ * generated text (0, -1 out of memory); then the content that is left
+ * (for api_choice.text), and patch the choice's object of the answer
+ * document (void *: a cJSON choices[i]): message.content null when empty
+ * and calls were made, message.tool_calls, finish_reason. */
+int toolout_parse(api_toolout *o, const char *text, size_t len);
+const char *toolout_content(const api_toolout *o, size_t *len);
+void toolout_patch(api_toolout *o, void *choice);
+
+/* Both steps for a one-choice answer: r->text is the whole generated text;
+ * the chat.completion document. NULL: out of memory. */
 char *toolout_chat_json(api_toolout *o, const api_meta *m, const api_result *r);
 
 #endif

@@ -105,7 +105,7 @@ static void test_forcing(void) {
 /* Stream text through a toolout one byte at a time; collect content and
  * "name:args|" of every delta.tool_calls; returns the stop flag seen. */
 static int stream_collect(const api_tools *t, const char *text, char *content, char *calls, const char **finish) {
-    api_toolout *o = toolout_new(t, "chatcmpl-s1");
+    api_toolout *o = toolout_new(t, "chatcmpl-s1", 0);
     api_meta m = {.id = "chatcmpl-s1", .created = 1, .model = "m"};
     strbuf all = {0};
     int stop = 0;
@@ -148,7 +148,7 @@ static void test_toolout(void) {
                        "</tool_call>\n<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expr\": \"1+1\"}}\n</tool_call>";
     api_meta m = {.id = "chatcmpl-x9", .created = 1, .model = "m"};
     api_result r = {.text = text, .text_len = strlen(text), .finish = "stop", .prompt_tokens = 5, .gen_tokens = 9};
-    api_toolout *o = toolout_new(&t, m.id);
+    api_toolout *o = toolout_new(&t, m.id, 0);
     char *doc = toolout_chat_json(o, &m, &r);
     toolout_free(o);
     cJSON *j = cJSON_Parse(doc);
@@ -169,13 +169,13 @@ static void test_toolout(void) {
     /* A call alone: content null. No call: the text unchanged, finish kept. */
     const char *only = "{\"name\": \"calc\", \"arguments\": {}}";
     r.text = only, r.text_len = strlen(only);
-    o = toolout_new(&t, m.id);
+    o = toolout_new(&t, m.id, 0);
     doc = toolout_chat_json(o, &m, &r);
     toolout_free(o);
     CHECK(strstr(doc, "\"content\":null") && strstr(doc, "\"tool_calls\":[{\"id\":\"call_x9_0\""), "bare call: %s", doc);
     free(doc);
     r.text = "Hello\n", r.text_len = 6, r.finish = "length";
-    o = toolout_new(&t, m.id);
+    o = toolout_new(&t, m.id, 0);
     doc = toolout_chat_json(o, &m, &r);
     toolout_free(o);
     CHECK(strstr(doc, "\"content\":\"Hello\\n\"") && !strstr(doc, "tool_calls") && strstr(doc, "\"finish_reason\":\"length\""),
