@@ -271,3 +271,17 @@ def test_stop_token_ids(server, model_dir):
     for bad in ("x", [-1], [10 ** 9], list(range(17))):
         r = post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 2, "stop_token_ids": bad})
         assert r.status_code == 400 and r.json()["error"]["param"] == "stop_token_ids", r.text
+
+
+def test_forced_calls_for_every_choice(server):
+    cl = client(server)
+    r = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tools=TOOLS, n=3,
+                                   tool_choice="required", parallel_tool_calls=False, max_tokens=200, seed=5,
+                                   temperature=1.0)
+    assert len(r.choices) == 3
+    ids = set()
+    for ch in r.choices:
+        assert ch.finish_reason == "tool_calls", ch
+        check_calls(ch.message.tool_calls)
+        ids.update(c.id for c in ch.message.tool_calls)
+    assert len(ids) == 3, ids
