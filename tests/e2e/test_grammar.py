@@ -1,0 +1,286 @@
+"""Constrained output end to end (src/grammar, docs/grammar.md): random JSON
+Schemas x seeds through `qwenc MODEL --prompt ... --json-schema FILE` on the
+tiny random-weight model; every output must parse and validate with the
+`jsonschema` package (a validator written by others, so the test does not
+trust the engine's own idea of the subset). Also GBNF through --grammar,
+--json-object, the refusals (a keyword outside the subset is named), and the
+real 0.5B model when its file is present.
+
+The random model is the harshest user: it picks near-uniformly among the
+~150k tokens the mask allows, so it visits every corner of a grammar
+(escapes, multi-byte characters split over tokens, blanks, empty arrays).
+Strings in the random schemas have a maxLength (or are enums / formats) so
+that every output ends well before the token limit; a run that hits it is a
+failure, not a skip.
+"""
+
+import json
+import os
+import random
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import QWENC, THREADS, run
+
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (tools/venv.sh)")
+
+N_SCHEMAS = int(os.environ.get("QWENC_GRAMMAR_SCHEMAS", "50"))
+SEEDS = (1, 2, 3)
+MAX_TOKENS = 1500
+REAL = os.environ.get("QWENC_REAL_MODEL", "/root/.cache/qwenc/real/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+
+NAMES = ["a", "id", "name", "x y", "é", "日本", 'q"uote', "back\\slash", "new\nline", "k"]
+STRINGS = ["", "a", "hello", 'say "hi"', "tab\there", "é", "日本語", "\U0001F600", "back\\", "\u0001"]
+
+
+def rand_scalar_value(rng):
+    return rng.choice([rng.choice(STRINGS), rng.randint(-1000, 1000), rng.choice([True, False, None]),
+                       round(rng.uniform(-10, 10), 3)])
+
+
+def rand_value(rng, depth=0):
+    k = rng.random()
+    if depth < 2 and k < 0.15:
+        return [rand_value(rng, depth + 1) for _ in range(rng.randint(0, 2))]
+    if depth < 2 and k < 0.3:
+        return {rng.choice(NAMES): rand_value(rng, depth + 1) for _ in range(rng.randint(0, 2))}
+    return rand_scalar_value(rng)
+
+
+def rand_string(rng):
+    s = {"type": "string"}
+    k = rng.random()
+    if k < 0.15:
+        s["format"] = rng.choice(["date", "date-time", "time", "uuid", "email"])
+    else:
+        hi = rng.randint(0, 6)
+        s["maxLength"] = hi
+        if rng.random() < 0.4:
+            s["minLength"] = rng.randint(0, hi)
+    return s
+
+
+def rand_schema(rng, depth, defs):
+    """A random schema of the supported subset, every string bounded."""
+    kinds = ["string", "integer", "number", "boolean", "null", "enum", "const", "nullable"]
+    if depth < 3:
+        kinds += ["object", "object", "array", "array", "anyOf", "ref"]
+    kind = rng.choice(kinds)
+    if kind == "string":
+        return rand_string(rng)
+    if kind in ("integer", "number", "boolean", "null"):
+        return {"type": kind, "description": "a " + kind}
+    if kind == "enum":
+        vals = []
+        for _ in range(rng.randint(1, 4)):
+            v = rand_value(rng)
+            if v not in vals:
+                vals.append(v)
+        return {"enum": vals}
+    if kind == "const":
+        return {"const": rand_value(rng)}
+    if kind == "nullable":
+        s = rand_string(rng) if rng.random() < 0.5 else {"type": "integer"}
+        s["type"] = [s["type"], "null"]
+        return s
+    if kind == "object":
+        return rand_object(rng, depth, defs)
+    if kind == "array":
+        s = {"type": "array", "items": rand_schema(rng, depth + 1, defs)}
+        lo = rng.randint(0, 2)
+        if rng.random() < 0.6:
+            s["minItems"] = lo
+        s["maxItems"] = rng.randint(lo, 3)
+        return s
+    if kind == "anyOf":
+        return {"anyOf": [rand_schema(rng, depth + 1, defs) for _ in range(rng.randint(2, 3))]}
+    # ref: a definition used from here (and perhaps again elsewhere)
+    name = f"d{len(defs)}"
+    defs[name] = None  # reserved: refs made while generating its body get other names
+    defs[name] = rand_schema(rng, depth + 1, defs)
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def rand_object(rng, depth, defs):
+    props = {}
+    for _ in range(rng.randint(0, 4)):
+        props[rng.choice(NAMES)] = rand_schema(rng, depth + 1, defs)
+    names = list(props)
+    req = [n for n in names if rng.random() < 0.7]
+    return {"type": "object", "properties": props, "required": req, "additionalProperties": False}
+
+
+def make_schemas(n):
+    rng = random.Random(20261203)
+    out = []
+    for i in range(n):
+        defs = {}
+        s = rand_object(rng, 0, defs) if i % 4 else rand_schema(rng, 0, defs)
+        if defs:
+            s = dict(s)
+            s["$defs"] = defs
+        out.append(s)
+    return out
+
+
+def constrained(model, flag, path, seed, temp="1.0", n=MAX_TOKENS, prompt="Answer in JSON.", timeout=120):
+    args = [QWENC, model, "--prompt", prompt, "--temp", temp, "--seed", str(seed), "-n", str(n),
+            "--threads", THREADS]
+    if flag:
+        args += [flag] + ([path] if path else [])
+    return run(args, timeout=timeout)
+
+
+def output_of(r):
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0, f"exit {r.returncode}: {err[-1500:]}"
+    assert "stopped at -n" not in err, f"hit the token limit: {r.stdout[-300:]!r}"
+    out = r.stdout.decode()
+    assert out.endswith("\n"), repr(out[-100:])
+    return out[:-1]
+
+
+def check_valid(schema, text):
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        pytest.fail(f"output is not JSON ({e}): {text[:500]!r}\nschema: {json.dumps(schema)[:800]}")
+    v = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    errs = list(v.iter_errors(doc))
+    assert not errs, f"output {text[:500]!r} does not validate: {errs[0].message}\nschema: {json.dumps(schema)[:800]}"
+
+
+def write(tmp, name, text):
+    p = os.path.join(tmp, name)
+    with open(p, "w", encoding="utf-8") as f:
+        f.write(text)
+    return p
+
+
+CHUNK = 10
+
+
+@pytest.mark.parametrize("chunk", range((N_SCHEMAS + CHUNK - 1) // CHUNK))
+def test_random_schemas_validate(model_dir, chunk):
+    """N_SCHEMAS random schemas x 3 seeds at temperature 1 (in chunks of 10
+    schemas, one process per run): all parse and validate."""
+    schemas = make_schemas(N_SCHEMAS)[chunk * CHUNK:(chunk + 1) * CHUNK]
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = []
+        for i, s in enumerate(schemas):
+            p = write(tmp, f"s{i}.json", json.dumps(s))
+            for seed in SEEDS:
+                jobs.append((s, p, seed))
+        with ThreadPoolExecutor(max_workers=2) as ex:
+            results = list(ex.map(lambda j: (j[0], constrained(model_dir, "--json-schema", j[1], j[2], n=MAX_TOKENS)),
+                                  jobs))
+    outputs = set()
+    for schema, r in results:
+        text = output_of(r)
+        check_valid(schema, text)
+        outputs.add(text)
+    # the runs really differ (the mask did not collapse everything to one answer)
+    assert len(outputs) > len(schemas), f"only {len(outputs)} distinct outputs over {len(results)} runs"
+
+
+def test_same_seed_same_output(model_dir):
+    s = {"type": "object", "properties": {"k": {"type": "string", "maxLength": 5}, "n": {"type": "integer"}},
+         "required": ["k", "n"], "additionalProperties": False}
+    with tempfile.TemporaryDirectory() as tmp:
+        p = write(tmp, "s.json", json.dumps(s))
+        a = output_of(constrained(model_dir, "--json-schema", p, 7))
+        b = output_of(constrained(model_dir, "--json-schema", p, 7))
+        c = output_of(constrained(model_dir, "--json-schema", p, 8))
+    assert a == b, (a, b)
+    assert a != c
+    check_valid(s, a)
+
+
+def test_gbnf_grammar(model_dir):
+    g = 'root ::= "color: " ("red" | "green" | "blue") ", n=" [1-9] [0-9]{0,2} "."\n'
+    with tempfile.TemporaryDirectory() as tmp:
+        p = write(tmp, "g.gbnf", g)
+        for seed in (1, 2, 3, 4):
+            text = output_of(constrained(model_dir, "--grammar", p, seed))
+            assert re.fullmatch(r"color: (red|green|blue), n=[1-9][0-9]{0,2}\.", text), repr(text)
+
+
+def test_json_object(model_dir):
+    for seed in (1, 2):
+        r = constrained(model_dir, "--json-object", None, seed, n=3000)
+        err = r.stderr.decode(errors="replace")
+        assert r.returncode == 0, err[-1000:]
+        out = r.stdout.decode()[:-1]
+        if "stopped at -n" in err:
+            # unbounded strings: the random model may not close them in time;
+            # what came out must still be a prefix the grammar allowed
+            assert out.startswith("{"), repr(out[:100])
+            continue
+        assert isinstance(json.loads(out), dict), repr(out[:300])
+
+
+@pytest.mark.parametrize("schema,want", [
+    ({"type": "integer", "minimum": 1}, "unsupported keyword 'minimum'"),
+    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^a"}}},
+     "unsupported keyword 'pattern' at /properties/a"),
+    ({"oneOf": [{"type": "string"}]}, "unsupported keyword 'oneOf'"),
+    ({"type": "string", "format": "ipv6"}, "unsupported format 'ipv6'"),
+    ({"$ref": "#/$defs/nope"}, "no such definition"),
+])
+def test_refused_schemas(model_dir, schema, want):
+    with tempfile.TemporaryDirectory() as tmp:
+        p = write(tmp, "s.json", json.dumps(schema))
+        r = constrained(model_dir, "--json-schema", p, 1)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 2 and want in err and p in err, f"exit {r.returncode}: {err}"
+    assert r.stdout == b""
+
+
+def test_ref_cycle_refused(model_dir):
+    """A $ref that only refers to itself has no instance: refused, not looped on."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = write(tmp, "s.json", json.dumps({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}}))
+        r = constrained(model_dir, "--json-schema", p, 1)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 2 and "left recursion" in err, err
+
+
+def test_bad_inputs(model_dir):
+    with tempfile.TemporaryDirectory() as tmp:
+        bad_json = write(tmp, "bad.json", "{not json")
+        bad_gbnf = write(tmp, "bad.gbnf", 'root ::= "a" undefined-rule\n')
+        missing = os.path.join(tmp, "missing.json")
+        cases = [
+            (["--json-schema", bad_json], "not valid JSON"),
+            (["--grammar", bad_gbnf], "rule 'undefined-rule' is used but not defined"),
+            (["--json-schema", missing], "missing.json"),
+            (["--json-object", "--grammar", bad_gbnf], "give at most one"),
+        ]
+        for extra, want in cases:
+            r = run([QWENC, model_dir, "--prompt", "x", "-n", "4"] + extra)
+            err = r.stderr.decode(errors="replace")
+            assert r.returncode == 2 and want in err, f"{extra}: exit {r.returncode}: {err}"
+        r = run([QWENC, model_dir, "--tokens", "1 2", "--json-object"])
+        assert r.returncode == 2 and "go with --prompt" in r.stderr.decode()
+
+
+@pytest.mark.skipif(not os.path.isfile(REAL), reason=f"no real model at {REAL}")
+def test_real_model_schema():
+    """The real 0.5B Coder model, greedy and sampled: valid JSON that validates."""
+    s = {"type": "object", "properties": {
+        "name": {"type": "string"}, "age": {"type": "integer"},
+        "languages": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+        "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string"}},
+                    "required": ["city", "zip"], "additionalProperties": False},
+        "status": {"enum": ["active", "retired"]}},
+        "required": ["name", "age", "languages", "address", "status"], "additionalProperties": False}
+    with tempfile.TemporaryDirectory() as tmp:
+        p = write(tmp, "s.json", json.dumps(s))
+        for temp, seed in (("0", 1), ("0.8", 2), ("0.8", 3)):
+            r = constrained(REAL, "--json-schema", p, seed, temp=temp, n=400,
+                            prompt="Describe a fictional software engineer as JSON.", timeout=300)
+            text = output_of(r)
+            check_valid(s, text)
