@@ -205,13 +205,6 @@ static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
             return api_fail(e, 400, "unsupported_field", choices[i], "'%s' (function calling) is not supported",
                             choices[i]);
     }
-    j = cJSON_GetObjectItemCaseSensitive(o, "response_format");
-    if (is_present(j)) {
-        const cJSON *t = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "type") : NULL;
-        if (!(cJSON_IsString(t) && !strcmp(t->valuestring, "text")))
-            return api_fail(e, 400, "unsupported_field", "response_format",
-                            "'response_format' other than {\"type\": \"text\"} is not supported");
-    }
     j = cJSON_GetObjectItemCaseSensitive(o, "logit_bias");
     if (is_present(j) && !(cJSON_IsObject(j) && !j->child))
         return api_fail(e, 400, "unsupported_field", "logit_bias", "'logit_bias' is not supported");
@@ -500,6 +493,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         goto out;
     }
     if (parse_stop(o, r, e) < 0) goto out;
+    if (api_parse_constraint(o, r, e) < 0) goto out;
 
     long long mt;
     int got;
@@ -526,6 +520,8 @@ void api_req_free(api_req *r) {
     free(r->prompt);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
+    grammar_release(r->grammar);
+    r->grammar = NULL;
     r->prompt = NULL;
     r->stop = NULL;
     r->n_prompt = r->n_stop = 0;

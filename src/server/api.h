@@ -19,12 +19,15 @@
  *   Both take "speculative": false (qwenc's extension) to decode without
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
+ *   Both take "response_format" (text, json_object, json_schema) and
+ *   "grammar" (GBNF, llama.cpp's field): constrained sampling, see
+ *   api_parse_constraint and docs/grammar.md.
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
  * "model" must name the served model (api_limits.model_id) unless
  * any_model: else 404 model_not_found; absent, it means the served one.
  * Fields that would change the meaning of a request and are not supported
  * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
- * response_format other than text, logit_bias, echo, best_of > 1, suffix,
+ * a JSON Schema keyword outside the subset, logit_bias, echo, best_of > 1, suffix,
  * audio, prediction, non-text modalities or message parts) are a 400 that
  * names the field. Unknown fields are ignored (user, metadata, store, ...).
  */
@@ -34,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar/grammar.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -94,7 +98,21 @@ typedef struct api_req {
     int include_usage;
     int seed_set;             /* the request gave "seed" */
     int no_spec;              /* "speculative": false */
+    qw_grammar *grammar;      /* "response_format" json_object / json_schema, or "grammar"
+                               * (GBNF): the output is constrained to it; NULL = free text.
+                               * One reference, released by api_req_free */
 } api_req;
+
+/* The constraint fields of a request body (json: a cJSON object):
+ *   "response_format": {"type": "text"}                    nothing
+ *                      {"type": "json_object"}             any JSON object
+ *                      {"type": "json_schema", "json_schema": {"name", "schema",
+ *                       "strict", "description"}}          that schema (docs/grammar.md)
+ *   "grammar": "GBNF text"                                 llama.cpp's grammar format
+ * At most one of the two. Sets r->grammar. Returns 0, or -1 and e: 400 naming
+ * the field, and for a schema the unsupported keyword and where it is.
+ * (src/server/api_grammar.c) */
+int api_parse_constraint(const void *json, api_req *r, api_error *e);
 
 /* Parse a /v1/completions or /v1/chat/completions body (already checked to
  * be valid UTF-8). Returns 0 and *r (free with api_req_free), or -1 and e. */

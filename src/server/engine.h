@@ -10,6 +10,7 @@
 
 #include "base/err.h"
 #include "engine/sched.h"
+#include "grammar/grammar.h"
 #include "infer/forward.h"
 #include "model/model.h"
 #include "runtime/pool.h"
@@ -36,6 +37,8 @@ typedef struct qw_engine_opts {
 typedef struct qw_engine {
     qw_model *model;
     qw_tok *tok;        /* NULL if not needed and not present */
+    qw_gvocab *gvocab;  /* the vocabulary as bytes for constrained requests (grammar.h);
+                         * NULL without a tokenizer */
     qw_pool *pool;
     qw_ctx *ctx;
     qw_sched *sched;

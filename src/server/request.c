@@ -151,6 +151,8 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
         .sampling = q->p.sampling,
         .ignore_eos = q->p.ignore_eos,
         .no_spec = q->p.no_spec,
+        .grammar = q->p.grammar,
+        .gvocab = q->p.grammar ? e->gvocab : NULL,
     };
     qw_err err;
     rc = sched_submit(e->sched, &p, &q->r, &err);

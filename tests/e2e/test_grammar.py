@@ -1,6 +1,7 @@
 """Constrained output end to end (src/grammar, docs/grammar.md): random JSON
-Schemas x seeds through `qwenc MODEL --prompt ... --json-schema FILE` on the
-tiny random-weight model; every output must parse and validate with the
+Schemas x seeds through the HTTP server's response_format (4 slots, requests
+batched together) and through `qwenc MODEL --prompt ... --json-schema FILE`
+on the tiny random-weight model; every output must parse and validate with the
 `jsonschema` package (a validator written by others, so the test does not
 trust the engine's own idea of the subset). Also GBNF through --grammar,
 --json-object, the refusals (a keyword outside the subset is named), and the
@@ -24,10 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import QWENC, THREADS, run
+from helpers import api_error, chat, names_field, ok_json, post, stream_chat
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema not installed (tools/venv.sh)")
 
-N_SCHEMAS = int(os.environ.get("QWENC_GRAMMAR_SCHEMAS", "50"))
+N_SCHEMAS = int(os.environ.get("QWENC_GRAMMAR_SCHEMAS", "100"))  # x 3 seeds over HTTP
+N_CLI_SCHEMAS = 5  # x 3 seeds through the CLI (a process each)
 SEEDS = (1, 2, 3)
 MAX_TOKENS = 1500
 REAL = os.environ.get("QWENC_REAL_MODEL", "/root/.cache/qwenc/real/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
@@ -160,14 +163,98 @@ def write(tmp, name, text):
     return p
 
 
-CHUNK = 10
+CHUNK = 25
+
+
+def schema_format(s):
+    return {"type": "json_schema", "json_schema": {"name": "t", "strict": True, "schema": s}}
 
 
 @pytest.mark.parametrize("chunk", range((N_SCHEMAS + CHUNK - 1) // CHUNK))
-def test_random_schemas_validate(model_dir, chunk):
-    """N_SCHEMAS random schemas x 3 seeds at temperature 1 (in chunks of 10
-    schemas, one process per run): all parse and validate."""
+def test_random_schemas_validate_http(server, chunk):
+    """N_SCHEMAS random schemas x 3 seeds at temperature 1, 4 requests at a
+    time (constrained rows batched with each other): all parse and validate."""
     schemas = make_schemas(N_SCHEMAS)[chunk * CHUNK:(chunk + 1) * CHUNK]
+    jobs = [(s, seed) for s in schemas for seed in SEEDS]
+
+    def one(job):
+        s, seed = job
+        return s, ok_json(chat(server, "Answer in JSON.", response_format=schema_format(s), temperature=1.0,
+                               seed=seed, max_tokens=MAX_TOKENS))
+
+    with ThreadPoolExecutor(max_workers=4) as ex:
+        results = list(ex.map(one, jobs))
+    outputs = set()
+    for s, j in results:
+        c = j["choices"][0]
+        assert c["finish_reason"] == "stop", f"finish {c['finish_reason']}: {c['message']['content'][-300:]!r}"
+        check_valid(s, c["message"]["content"])
+        outputs.add(c["message"]["content"])
+    assert len(outputs) > len(schemas), f"only {len(outputs)} distinct outputs over {len(results)} runs"
+
+
+def test_streamed_equals_whole(server):
+    """Streaming works under a schema: the chunks join to the non-streamed answer."""
+    s = {"type": "object", "properties": {"word": {"type": "string", "maxLength": 8},
+                                          "list": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
+         "required": ["word", "list"], "additionalProperties": False}
+    for seed in (1, 2, 3):
+        j = ok_json(chat(server, "JSON please", response_format=schema_format(s), temperature=1.0, seed=seed,
+                         max_tokens=400))
+        whole = j["choices"][0]["message"]["content"]
+        text, finish, _ = stream_chat(server, "JSON please", response_format=schema_format(s), temperature=1.0,
+                                      seed=seed, max_tokens=400)
+        assert finish == "stop" and text == whole, (text, whole)
+        check_valid(s, text)
+
+
+def test_http_json_object_and_grammar(server):
+    j = ok_json(chat(server, "x", response_format={"type": "json_object"}, temperature=0, max_tokens=30))
+    text = j["choices"][0]["message"]["content"]
+    assert text.startswith("{"), text  # greedy may run out of tokens inside a string: only the start is sure
+    g = 'root ::= "yes" | "no" | "maybe " [0-9]'
+    for seed in range(4):
+        j = ok_json(chat(server, "x", grammar=g, temperature=1.0, seed=seed, max_tokens=10))
+        c = j["choices"][0]
+        assert c["finish_reason"] == "stop" and re.fullmatch(r"yes|no|maybe [0-9]", c["message"]["content"]), c
+    # /v1/completions too
+    r = ok_json(post(server, "/v1/completions", {"prompt": "x", "grammar": g, "temperature": 0, "max_tokens": 10}))
+    assert re.fullmatch(r"yes|no|maybe [0-9]", r["choices"][0]["text"]), r
+
+
+@pytest.mark.parametrize("fields,param,word", [
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}},
+     "response_format", "pattern"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+        "n": {"type": "number", "multipleOf": 2}}}}}}, "response_format", "multipleOf"),
+    ({"response_format": {"type": "yaml"}}, "response_format.type", "yaml"),
+    ({"grammar": "root ::= [a-"}, "grammar", "unterminated"),
+    ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "grammar", "not both"),
+])
+def test_http_refusals_name_field_and_keyword(server, fields, param, word):
+    msg = api_error(chat(server, "x", max_tokens=4, **fields), 400)
+    assert names_field(msg, param.split(".")[0]) and word in msg, msg
+    server.check_alive()
+
+
+def test_openai_client_json_schema(server):
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="x")
+    s = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
+         "required": ["ok", "n"], "additionalProperties": False}
+    r = client.chat.completions.create(model="qwenc-test", messages=[{"role": "user", "content": "hi"}],
+                                       response_format=schema_format(s), temperature=1.0, seed=5, max_tokens=200)
+    check_valid(s, r.choices[0].message.content)
+    chunks = client.chat.completions.create(model="qwenc-test", messages=[{"role": "user", "content": "hi"}],
+                                            response_format=schema_format(s), temperature=1.0, seed=5,
+                                            max_tokens=200, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == r.choices[0].message.content
+
+
+def test_random_schemas_validate_cli(model_dir):
+    """The CLI path (gen_run_constrained): N_CLI_SCHEMAS x 3 seeds."""
+    schemas = make_schemas(N_SCHEMAS + N_CLI_SCHEMAS)[N_SCHEMAS:]
     with tempfile.TemporaryDirectory() as tmp:
         jobs = []
         for i, s in enumerate(schemas):
@@ -210,7 +297,7 @@ def test_gbnf_grammar(model_dir):
 
 def test_json_object(model_dir):
     for seed in (1, 2):
-        r = constrained(model_dir, "--json-object", None, seed, n=3000)
+        r = constrained(model_dir, "--json-object", None, seed, n=300)
         err = r.stderr.decode(errors="replace")
         assert r.returncode == 0, err[-1000:]
         out = r.stdout.decode()[:-1]
