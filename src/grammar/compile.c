@@ -22,8 +22,8 @@
 
 #include "grammar/grammar_internal.h"
 
-#define MAX_NFA_STATES 2000000
-#define MAX_DFA_STATES 100000
+#define MAX_NFA_STATES 500000  /* per rule; ~10 MB while compiling */
+#define MAX_DFA_STATES 20000   /* 1 KiB of transitions each: 20 MB at most per grammar */
 #define MAX_REPEAT 10000
 
 /* ---- syntax tree ----------------------------------------------------- */

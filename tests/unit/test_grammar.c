@@ -93,6 +93,8 @@ static void test_gbnf_errors(void) {
         {"root ::= <[123]>", "token references"},
         {"root ::= \"\\q\"", "unknown escape"},
         {"root ::= \"a\" )", "unexpected character"},
+        {"root ::= (\"a\"{1000}){1000}", "too large"},
+        {"root ::= ([a-z]{200} [0-9]{200}){60}", "too large"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         qw_grammar *g = NULL;
