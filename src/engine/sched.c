@@ -35,6 +35,12 @@ struct qw_req {
     qw_drafter drafter;   /* engine thread only */
     qw_gmatch *gm;        /* grammar matcher (engine thread only), NULL = unconstrained */
     int dead_end;         /* engine: the grammar allowed no token (set while sampling) */
+    /* logprobs (NULL unless asked): written by the engine thread before the
+     * token they describe is published */
+    int top_logprobs;
+    qw_logprob *lp;       /* [max_new] generated tokens */
+    qw_logprob *plp;      /* [n_prompt] prompt tokens ([0] unused) */
+    float *lp_logits;     /* [vocab] the sampler's copy of a logits row */
     /* published under mu */
     int n_gen;
     int done;
@@ -51,6 +57,7 @@ typedef struct slot {
     int row0;      /* first logits row, -1 = none */
     int n_draft;   /* drafted tokens after the decode token */
     int n_out;     /* tokens sampled from the rows (accepted drafts + 1) */
+    int prow0, ppos0, pn; /* prompt logprobs: pn logits rows from prow0 for positions ppos0.. */
 } slot;
 
 struct qw_sched {
@@ -87,6 +94,9 @@ static void req_unref(qw_req *r) {
     sampler_free(r->sampler);
     gmatch_free(r->gm);
     free(r->toks);
+    free(r->lp);
+    free(r->plp);
+    free(r->lp_logits);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -211,7 +221,14 @@ static void sample_slot(qw_sched *s, slot *sl) {
     sl->n_out = 0;
     for (int j = 0; j <= sl->n_draft; j++) {
         int row = sl->row0 + j;
+        /* The sampler may change its logits: with logprobs it gets a copy,
+         * the record the raw row. */
+        const float *raw = ctx_logits(s->ctx, row);
         float *logits = ctx_logits(s->ctx, row);
+        if (r->lp) {
+            memcpy(r->lp_logits, raw, (size_t)s->vocab * sizeof(float));
+            logits = r->lp_logits;
+        }
         /* Constrained: mask what the grammar cannot continue with, then
          * advance it by the token drawn (constrained requests have no
          * drafts, so this runs once per step). */
@@ -220,6 +237,7 @@ static void sample_slot(qw_sched *s, slot *sl) {
             break;
         }
         int32_t t = sampler_sample(r->sampler, logits, r->toks, n_hist + j);
+        if (r->lp) logprob_record(raw, s->vocab, t, r->top_logprobs, &r->lp[r->n_gen + j]);
         if (r->gm && !gmatch_accept_token(r->gm, t)) {
             r->dead_end = 1; /* cannot happen: t had a finite logit, so the mask allowed it */
             break;
@@ -260,7 +278,7 @@ static int step(qw_sched *s) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_CANCEL, NULL);
             did = 1;
-        } else if (r->max_new == 0) {
+        } else if (r->max_new == 0 && !r->plp) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_LENGTH, NULL);
             did = 1;
@@ -274,6 +292,7 @@ static int step(qw_sched *s) {
     for (int i = 0; i < s->n_slots; i++) {
         s->slots[i].row0 = -1;
         s->slots[i].n_draft = 0;
+        s->slots[i].pn = 0;
         if (s->slots[i].req && !s->slots[i].prefilling) n_gen_slots++;
     }
     int draft_room = s->max_batch - n_gen_slots;
@@ -328,8 +347,15 @@ static int step(qw_sched *s) {
             s->b_tok[n] = r->toks[sl->n_past + k];
             s->b_pos[n] = sl->n_past + k;
             s->b_slot[n] = i;
-            s->b_want[n] = 0;
+            s->b_want[n] = r->plp != NULL; /* prompt logprobs: every position's logits */
             n++;
+        }
+        if (r->plp) {
+            sl->prow0 = n_rows;
+            sl->ppos0 = sl->n_past;
+            sl->pn = take;
+            n_rows += take - 1; /* the last one is counted below if it ends the prompt */
+            if (take != left) n_rows++;
         }
         if (take == left) {
             s->b_want[n - 1] = 1;
@@ -359,6 +385,17 @@ static int step(qw_sched *s) {
     /* Advance positions for every token that went in (rejected drafts are
      * taken back below). */
     for (int k = 0; k < n; k++) s->slots[s->b_slot[k]].n_past++;
+
+    /* Prompt logprobs: row k of a chunk predicts the prompt token after it. */
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        for (int k = 0; k < sl->pn; k++) {
+            int pos = sl->ppos0 + k;
+            if (pos + 1 < sl->req->n_prompt)
+                logprob_record(ctx_logits(s->ctx, sl->prow0 + k), s->vocab, sl->req->toks[pos + 1],
+                               sl->req->top_logprobs, &sl->req->plp[pos + 1]);
+        }
+    }
 
     /* Sample every slot with rows; slots are independent (own sampler, own
      * logits rows, own history), so the pool's threads share them. */
@@ -392,6 +429,11 @@ static int step(qw_sched *s) {
             }
         }
         sl->prefilling = 0;
+        if (r->n_gen >= r->max_new) { /* max_new 0, prefilled for its prompt logprobs only */
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_LENGTH, NULL);
+            continue;
+        }
         for (int j = 0; j < sl->n_out; j++) {
             int32_t t = s->row_tok[sl->row0 + j];
             /* a grammar that took EOS is done, whatever ignore_eos says */
@@ -628,11 +670,25 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     }
     r->toks = malloc(((size_t)p->n_prompt + (size_t)max_new + 1) * sizeof(int32_t));
     r->sampler = sampler_create(&p->sampling, s->vocab);
+    int lp_ok = 1;
+    if (p->logprobs || p->prompt_logprobs) {
+        int k = p->top_logprobs;
+        r->top_logprobs = k < 0 ? 0 : k > QW_MAX_TOP_LOGPROBS ? QW_MAX_TOP_LOGPROBS : k;
+        if (p->logprobs) {
+            r->lp = malloc(((size_t)max_new + 1) * sizeof *r->lp);
+            r->lp_logits = malloc((size_t)s->vocab * sizeof(float));
+            lp_ok = r->lp && r->lp_logits;
+        }
+        if (p->prompt_logprobs) lp_ok = lp_ok && (r->plp = calloc((size_t)p->n_prompt, sizeof *r->plp));
+    }
     if (p->grammar) r->gm = gmatch_create(p->grammar, p->gvocab);
-    if (!r->toks || !r->sampler || (p->grammar && !r->gm)) {
+    if (!r->toks || !r->sampler || !lp_ok || (p->grammar && !r->gm)) {
         gmatch_free(r->gm);
         sampler_free(r->sampler);
         free(r->toks);
+        free(r->lp);
+        free(r->plp);
+        free(r->lp_logits);
         free(r);
         qw_errf(err, "out of memory");
         return QW_SCHED_ENOMEM;
@@ -640,6 +696,7 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     atomic_init(&r->refs, 2);
+
     atomic_init(&r->cancel, 0);
     memcpy(r->toks, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
     r->n_prompt = p->n_prompt;
@@ -723,6 +780,8 @@ void sched_req_stats(qw_req *r, qw_req_stats *st) {
     if (r->n_gen > 0) st->decode_s = now - r->t_first;
     pthread_mutex_unlock(&r->mu);
 }
+
+const qw_logprob *sched_req_logprobs(qw_req *r, int prompt) { return prompt ? r->plp : r->lp; }
 
 void sched_req_release(qw_req *r) {
     if (!r) return;
