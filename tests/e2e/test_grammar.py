@@ -378,3 +378,15 @@ def test_real_model_schema():
                             prompt="Describe a fictional software engineer as JSON.", timeout=300)
             text = output_of(r)
             check_valid(s, text)
+
+
+def test_n_choices_each_constrained(server):
+    """n > 1: every choice runs its own matcher over the same grammar."""
+    s = {"type": "object", "properties": {"v": {"enum": ["a", "b", "c", 1, 2, None]},
+                                          "w": {"type": "string", "maxLength": 4}},
+         "required": ["v", "w"], "additionalProperties": False}
+    j = ok_json(chat(server, "x", response_format=schema_format(s), temperature=1.0, seed=11, n=3, max_tokens=200))
+    assert len(j["choices"]) == 3
+    for c in j["choices"]:
+        assert c["finish_reason"] == "stop", c
+        check_valid(s, c["message"]["content"])
