@@ -262,8 +262,8 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     } else {
         qw_chat_msg msgs[2];
         size_t nm = 0;
-        if (o->system) msgs[nm++] = (qw_chat_msg){"system", o->system};
-        msgs[nm++] = (qw_chat_msg){"user", o->prompt};
+        if (o->system) msgs[nm++] = (qw_chat_msg){.role = "system", .content = o->system};
+        msgs[nm++] = (qw_chat_msg){.role = "user", .content = o->prompt};
         if (chat_encode(tok, msgs, nm, 1, &ids, &n, &err)) goto fail_err;
     }
     if (n == 0) {

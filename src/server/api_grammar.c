@@ -21,7 +21,7 @@ int api_parse_constraint(const void *json, api_req *r, api_error *e) {
     const cJSON *rf = cJSON_GetObjectItemCaseSensitive(o, "response_format");
     const cJSON *gr = cJSON_GetObjectItemCaseSensitive(o, "grammar");
     qw_err err = {{0}};
-    r->grammar = NULL;
+    r->constraint = NULL;
     if (present(rf)) {
         const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
         if (!cJSON_IsString(t))
@@ -31,7 +31,7 @@ int api_parse_constraint(const void *json, api_req *r, api_error *e) {
         if (!strcmp(t->valuestring, "text")) {
             /* free text */
         } else if (!strcmp(t->valuestring, "json_object")) {
-            if (grammar_compile_json_object(&r->grammar, &err)) return compile_fail(e, "response_format", &err);
+            if (grammar_compile_json_object(&r->constraint, &err)) return compile_fail(e, "response_format", &err);
         } else if (!strcmp(t->valuestring, "json_schema")) {
             const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
             if (!cJSON_IsObject(js))
@@ -49,9 +49,9 @@ int api_parse_constraint(const void *json, api_req *r, api_error *e) {
             /* OpenAI: no schema = any JSON; strict or not, the output is
              * always held to the schema here (the subset is strict mode's) */
             if (!present(schema)) {
-                if (grammar_compile_json_object(&r->grammar, &err))
+                if (grammar_compile_json_object(&r->constraint, &err))
                     return compile_fail(e, "response_format.json_schema", &err);
-            } else if (grammar_compile_json_schema(&r->grammar, schema, &err)) {
+            } else if (grammar_compile_json_schema(&r->constraint, schema, &err)) {
                 return compile_fail(e, "response_format.json_schema.schema", &err);
             }
         } else {
@@ -61,16 +61,16 @@ int api_parse_constraint(const void *json, api_req *r, api_error *e) {
         }
     }
     if (present(gr)) {
-        if (r->grammar) {
-            grammar_release(r->grammar);
-            r->grammar = NULL;
+        if (r->constraint) {
+            grammar_release(r->constraint);
+            r->constraint = NULL;
             return api_fail(e, 400, "invalid_value", "grammar",
                             "give either 'grammar' or a JSON 'response_format', not both");
         }
         if (!cJSON_IsString(gr))
             return api_fail(e, 400, "invalid_type", "grammar", "'grammar' must be a string (GBNF)");
         if (gr->valuestring[0] &&
-            grammar_compile_gbnf(&r->grammar, gr->valuestring, strlen(gr->valuestring), NULL, &err))
+            grammar_compile_gbnf(&r->constraint, gr->valuestring, strlen(gr->valuestring), NULL, &err))
             return compile_fail(e, "grammar", &err);
     }
     return 0;

@@ -390,3 +390,13 @@ def test_n_choices_each_constrained(server):
     for c in j["choices"]:
         assert c["finish_reason"] == "stop", c
         check_valid(s, c["message"]["content"])
+
+
+def test_forced_tool_call_and_response_format_refused(server):
+    """One grammar per answer: a forced tool call with a response_format is a 400."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
+    msg = api_error(chat(server, "x", max_tokens=8, tools=tools, tool_choice="required",
+                         response_format={"type": "json_object"}), 400)
+    assert names_field(msg, "response_format"), msg
+    server.check_alive()
