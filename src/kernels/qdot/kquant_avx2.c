@@ -1,9 +1,9 @@
-/* qdot_kquant_avx2.c - the integer path's K-quant kernels (matmul_q of
+/* kquant_avx2.c - the integer path's K-quant kernels (matmul_q of
  * Q4_K, Q5_K, Q6_K with QA8 activations, kernels.h) on AVX2: vpmaddubsw
  * (unsigned weight quants x signed activation quants, pairs in int16, at
  * most 2 * 63 * 127 = 16002: no saturation) and vpmaddwd to int32, then
- * the horizontal sums and scales of qdot_kquant_x86.h. The float steps are
- * qdot_kquant_ref.c's; shared unpacking and tiling in qdot_kquant_x86.h.
+ * the horizontal sums and scales of kquant_x86.h. The float steps are
+ * kquant_ref.c's; shared unpacking and tiling in kquant_x86.h.
  *  - Q4_K / Q5_K: the min term mn * s from the QA8 block sums (vpmulld).
  *  - Q6_K: unsigned q (0..63), and the -32 offset as 32 * qx pairs
  *    (vpmaddubsw of 32 with the activations, once per token and
@@ -12,7 +12,7 @@
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
-#include "kernels/qdot_kquant_x86.h"
+#include "kernels/qdot/kquant_x86.h"
 
 INLINE __m256i ld32(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
@@ -53,16 +53,13 @@ KQ_KERNEL(matmul_q_q4_k, avx2, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step
 KQ_KERNEL(matmul_q_q5_k, avx2, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, 176)
 KQ_KERNEL(matmul_q_q6_k, avx2, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, 210)
 
-int kernels_fill_qdot_kquant_avx2(qw_kernels *k) {
-    k->matmul_q[QW_Q4_K] = matmul_q_q4_k_avx2;
-    k->matmul_q[QW_Q5_K] = matmul_q_q5_k_avx2;
-    k->matmul_q[QW_Q6_K] = matmul_q_q6_k_avx2;
-    return 1;
-}
+const qw_kernels kernels_kquant_avx2 = {
+    .matmul_q =
+        {
+            [QW_Q4_K] = matmul_q_q4_k_avx2,
+            [QW_Q5_K] = matmul_q_q5_k_avx2,
+            [QW_Q6_K] = matmul_q_q6_k_avx2,
+        },
+};
 
-#else
-int kernels_fill_qdot_kquant_avx2(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
 #endif

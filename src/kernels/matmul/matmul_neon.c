@@ -1,27 +1,23 @@
-/* kernels_neon.c - arm64 Advanced SIMD (NEON) kernels.
+/* matmul_neon.c - the float-activation matmul and to_f32 with arm64
+ * Advanced SIMD (NEON); the reference is matmul_ref.c.
  *
  * NEON is part of the arm64 base architecture, so no run-time check beyond
  * being compiled for __aarch64__ (cpu.c sets QW_CPU_NEON). The body is under
- * __aarch64__ so the file compiles to a stub on x86-64.
+ * __aarch64__ so the file compiles to nothing on x86-64.
  *
- * Matmul, as in kernels_avx2.c: weights converted to float32 in registers
+ * Matmul, as in matmul_avx2.c: weights converted to float32 in registers
  * (bf16: SHLL #16, exact; f16: FCVTL, exact including subnormals), f32 FMA
  * (vfmaq_f32), activations never rounded.
  *  - n == 1: the 4-row x 1-token tile, prefetching ahead;
  *  - n > 1: 4-row x 4-token register tile (16 accumulators of 4 floats plus
  *    8 converted weight vectors; arm64 has 32 vector registers).
  * Horizontal sums: two rounds of pairwise adds give 4 row sums in one vector.
- *
- * exp: the shared polynomial expf of simd_exp.h, the same operations as the
- * AVX2 level (1.25 ulp measured on x86).
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
 #include <math.h>
-
-#include "kernels/simd_exp.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
@@ -162,13 +158,13 @@ INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const ui
                     int64_t k, const int R, const int T) {
     float32x4_t acc[4][4];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = vdupq_n_f32(0.0f);
-    for (int64_t i = 0; i < k; i += QW_Q8_0_BLOCK) {
+    for (int64_t i = 0; i < k; i += qw_type(QW_Q8_0)->block) {
         const uint8_t *b[4];
         float32x4_t d[4];
         UNROLL for (int r = 0; r < R; r++) {
-            b[r] = w + r * rb + i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            b[r] = w + r * rb + i / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
             if (T == 1) __builtin_prefetch(b[r] + 512);
-            d[r] = vdupq_n_f32(qw_q8_0_scale(b[r]));
+            d[r] = vdupq_n_f32(qw_f16_at(b[r]));
         }
         UNROLL for (int s = 0; s < 4; s++) {
             float32x4_t wl[4], wh[4];
@@ -195,7 +191,7 @@ INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const ui
 static void matmul_q8_0_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
                              int64_t k, int64_t o0, int64_t o1) {
     const uint8_t *w = W;
-    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    const int64_t rb = k / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
     int64_t nb = (256 * 1024) / (k * 4 > 0 ? k * 4 : 1);
     nb = nb < 4 ? 4 : nb - nb % 4;
     for (int64_t t0 = 0; t0 < n; t0 += nb) {
@@ -228,7 +224,6 @@ static void matmul_q8_0_neon(float *Y, int64_t ldy, const float *X, int64_t ldx,
  * for up to QNB tokens. k is whole blocks, a multiple of 32: no scalar
  * tail. Batch invariant: nothing depends on n or on a token's place. */
 enum { QCH = 256, QNB = 32 };
-typedef void (*deq_fn)(float *y, const void *x, int64_t n);
 
 /* R rows (1 or 4) x nt tokens over len columns of the converted chunk wb:
  * acc[r][t] += the chunk's products, tile_f32's operation order. */
@@ -249,7 +244,7 @@ INLINE void chunk_fma(float32x4_t acc[4][QNB], const float wb[4][QCH], const flo
 }
 
 static void matmul_deq(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const uint8_t *W, int64_t k,
-                       int64_t o0, int64_t o1, qw_dtype dt, deq_fn deq) {
+                       int64_t o0, int64_t o1, qw_dtype dt) {
     const int64_t rb = qw_dtype_row_bytes(dt, k);
     float wb[4][QCH];
     float32x4_t acc[4][QNB];
@@ -262,7 +257,7 @@ static void matmul_deq(float *Y, int64_t ldy, const float *X, int64_t ldx, int64
                 for (int64_t t = 0; t < nt; t++) acc[r][t] = vdupq_n_f32(0.0f);
             for (int64_t c0 = 0; c0 < k; c0 += QCH) {
                 const int64_t len = k - c0 < QCH ? k - c0 : QCH, coff = qw_dtype_row_bytes(dt, c0);
-                for (int r = 0; r < R; r++) deq(wb[r], W + (o + r) * rb + coff, len);
+                for (int r = 0; r < R; r++) kernels_to_f32_blocks_ref(dt, wb[r], W + (o + r) * rb + coff, len);
                 if (R == 4) chunk_fma(acc, (const float(*)[QCH])wb, x + c0, ldx, nt, len, 4);
                 else chunk_fma(acc, (const float(*)[QCH])wb, x + c0, ldx, nt, len, 1);
             }
@@ -279,24 +274,39 @@ static void matmul_deq(float *Y, int64_t ldy, const float *X, int64_t ldx, int64
     }
 }
 
-#define DMATMUL(SUF, DT)                                                                                          \
-    static void matmul_##SUF##_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
-                                    int64_t k, int64_t o0, int64_t o1) {                                          \
-        matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, DT, kernels_to_f32_##SUF##_ref);                             \
-    }
-DMATMUL(q4_0, QW_Q4_0)
-DMATMUL(q4_1, QW_Q4_1)
-DMATMUL(q5_0, QW_Q5_0)
-DMATMUL(q5_1, QW_Q5_1)
-DMATMUL(q4_k, QW_Q4_K)
-DMATMUL(q5_k, QW_Q5_K)
-DMATMUL(q6_k, QW_Q6_K)
-#undef DMATMUL
+static void matmul_q4_0_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q4_0);
+}
+static void matmul_q4_1_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q4_1);
+}
+static void matmul_q5_0_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q5_0);
+}
+static void matmul_q5_1_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q5_1);
+}
+static void matmul_q4_k_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q4_K);
+}
+static void matmul_q5_k_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q5_K);
+}
+static void matmul_q6_k_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_deq(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q6_K);
+}
 
 static void to_f32_q8_0_neon(float *y, const void *x, int64_t n) {
     const uint8_t *b = x;
-    for (int64_t i = 0; i < n; i += QW_Q8_0_BLOCK, b += QW_Q8_0_BYTES) {
-        float32x4_t d = vdupq_n_f32(qw_q8_0_scale(b));
+    for (int64_t i = 0; i < n; i += qw_type(QW_Q8_0)->block, b += qw_type(QW_Q8_0)->bytes) {
+        float32x4_t d = vdupq_n_f32(qw_f16_at(b));
         for (int s = 0; s < 4; s++) {
             float32x4_t lo, hi;
             ld8_q8(b + 2 + 8 * s, d, &lo, &hi);
@@ -330,125 +340,28 @@ static void to_f32_f16_neon(float *y, const void *x, int64_t n) {
     for (; i < n; i++) y[i] = qw_f16_to_f32(h[i]);
 }
 
-static float dot_neon(const float *a, const float *b, int64_t n) {
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
-        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
-        s2 = vfmaq_f32(s2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
-        s3 = vfmaq_f32(s3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-static void axpy_neon(float *y, float a, const float *x, int64_t n) {
-    float32x4_t av = vdupq_n_f32(a);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), av, vld1q_f32(x + i)));
-    for (; i < n; i++) y[i] += a * x[i];
-}
-
-static void scale_neon(float *y, float a, int64_t n) {
-    float32x4_t av = vdupq_n_f32(a);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_f32(vld1q_f32(y + i), av));
-    for (; i < n; i++) y[i] *= a;
-}
-
-static void add_neon(float *y, const float *x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
-    for (; i < n; i++) y[i] += x[i];
-}
-
-static void rmsnorm_neon(float *y, const float *x, const float *w, int64_t n, float eps) {
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(x + i + 4);
-        s0 = vfmaq_f32(s0, a, a);
-        s1 = vfmaq_f32(s1, b, b);
-    }
-    float ss = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; i < n; i++) ss += x[i] * x[i];
-    float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    float32x4_t iv = vdupq_n_f32(inv);
-    for (i = 0; i + 4 <= n; i += 4)
-        vst1q_f32(y + i, vmulq_f32(vmulq_f32(vld1q_f32(x + i), iv), vld1q_f32(w + i)));
-    for (; i < n; i++) y[i] = x[i] * inv * w[i];
-}
-
-static void silu_mul_neon(float *g, const float *u, int64_t n) {
-    const float32x4_t one = vdupq_n_f32(1.0f);
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        float32x4_t x = vld1q_f32(g + i);
-        float32x4_t s = vdivq_f32(x, vaddq_f32(one, qw_exp4_neon(vnegq_f32(x))));
-        vst1q_f32(g + i, vmulq_f32(s, vld1q_f32(u + i)));
-    }
-    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
-static void softmax_neon(float *x, int64_t n) {
-    if (n <= 0) return;
-    int64_t i = 0;
-    float mx = x[0];
-    if (n >= 4) {
-        float32x4_t m = vld1q_f32(x);
-        for (i = 4; i + 4 <= n; i += 4) m = vmaxq_f32(m, vld1q_f32(x + i));
-        mx = vmaxvq_f32(m);
-    }
-    for (; i < n; i++)
-        if (x[i] > mx) mx = x[i];
-    float32x4_t mv = vdupq_n_f32(mx), s = vdupq_n_f32(0.0f);
-    for (i = 0; i + 4 <= n; i += 4) {
-        float32x4_t e = qw_exp4_neon(vsubq_f32(vld1q_f32(x + i), mv));
-        vst1q_f32(x + i, e);
-        s = vaddq_f32(s, e);
-    }
-    float sum = vaddvq_f32(s);
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
-    scale_neon(x, 1.0f / sum, n);
-}
-
-int kernels_fill_neon(qw_kernels *k) {
-    k->matmul[QW_F32] = matmul_f32_neon;
-    k->matmul[QW_F16] = matmul_f16_neon;
-    k->matmul[QW_BF16] = matmul_bf16_neon;
-    k->matmul[QW_Q8_0] = matmul_q8_0_neon;
-    /* every matmul entry is this file's: one summation order for all types */
-    k->matmul[QW_Q4_0] = matmul_q4_0_neon;
-    k->matmul[QW_Q4_1] = matmul_q4_1_neon;
-    k->matmul[QW_Q5_0] = matmul_q5_0_neon;
-    k->matmul[QW_Q5_1] = matmul_q5_1_neon;
-    k->matmul[QW_Q4_K] = matmul_q4_k_neon;
-    k->matmul[QW_Q5_K] = matmul_q5_k_neon;
-    k->matmul[QW_Q6_K] = matmul_q6_k_neon;
-    k->to_f32[QW_F16] = to_f32_f16_neon;
-    k->to_f32[QW_BF16] = to_f32_bf16_neon;
-    k->to_f32[QW_Q8_0] = to_f32_q8_0_neon;
-    k->dot = dot_neon;
-    k->axpy = axpy_neon;
-    k->scale = scale_neon;
-    k->rmsnorm = rmsnorm_neon;
-    k->silu_mul = silu_mul_neon;
-    k->softmax = softmax_neon;
-    k->add = add_neon;
-    return 1;
-}
-
-#else
-
-int kernels_fill_neon(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+/* Every matmul entry is this file's: one summation order for all types. */
+const qw_kernels kernels_matmul_neon = {
+    .matmul =
+        {
+            [QW_F32] = matmul_f32_neon,
+            [QW_F16] = matmul_f16_neon,
+            [QW_BF16] = matmul_bf16_neon,
+            [QW_Q8_0] = matmul_q8_0_neon,
+            [QW_Q4_0] = matmul_q4_0_neon,
+            [QW_Q4_1] = matmul_q4_1_neon,
+            [QW_Q5_0] = matmul_q5_0_neon,
+            [QW_Q5_1] = matmul_q5_1_neon,
+            [QW_Q4_K] = matmul_q4_k_neon,
+            [QW_Q5_K] = matmul_q5_k_neon,
+            [QW_Q6_K] = matmul_q6_k_neon,
+        },
+    .to_f32 =
+        {
+            [QW_F16] = to_f32_f16_neon,
+            [QW_BF16] = to_f32_bf16_neon,
+            [QW_Q8_0] = to_f32_q8_0_neon,
+        },
+};
 
 #endif

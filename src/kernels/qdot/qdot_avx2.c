@@ -404,21 +404,16 @@ static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
     }
 }
 
-int kernels_fill_qdot_avx2(qw_kernels *k) {
-    k->quantize_qa8 = quantize_qa8_avx2;
-    k->matmul_q[QW_Q8_0] = matmul_q_q8_0_avx2;
-    k->matmul_q[QW_Q4_0] = matmul_q_q4_0_avx2;
-    k->matmul_q[QW_Q4_1] = matmul_q_q4_1_avx2;
-    k->matmul_q[QW_Q5_0] = matmul_q_q5_0_avx2;
-    k->matmul_q[QW_Q5_1] = matmul_q_q5_1_avx2;
-    return 1;
-}
-
-#else
-
-int kernels_fill_qdot_avx2(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+const qw_kernels kernels_qdot_avx2 = {
+    .quantize_qa8 = quantize_qa8_avx2,
+    .matmul_q =
+        {
+            [QW_Q8_0] = matmul_q_q8_0_avx2,
+            [QW_Q4_0] = matmul_q_q4_0_avx2,
+            [QW_Q4_1] = matmul_q_q4_1_avx2,
+            [QW_Q5_0] = matmul_q_q5_0_avx2,
+            [QW_Q5_1] = matmul_q_q5_1_avx2,
+        },
+};
 
 #endif

@@ -121,20 +121,15 @@ KERNEL(q4_1, T_Q4_1)
 KERNEL(q5_0, T_Q5_0)
 KERNEL(q5_1, T_Q5_1)
 
-int kernels_fill_qdot_neon(qw_kernels *k) {
-    k->matmul_q[QW_Q8_0] = matmul_q_q8_0_neon;
-    k->matmul_q[QW_Q4_0] = matmul_q_q4_0_neon;
-    k->matmul_q[QW_Q4_1] = matmul_q_q4_1_neon;
-    k->matmul_q[QW_Q5_0] = matmul_q_q5_0_neon;
-    k->matmul_q[QW_Q5_1] = matmul_q_q5_1_neon;
-    return 1;
-}
-
-#else
-
-int kernels_fill_qdot_neon(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+const qw_kernels kernels_qdot_neon = {
+    .matmul_q =
+        {
+            [QW_Q8_0] = matmul_q_q8_0_neon,
+            [QW_Q4_0] = matmul_q_q4_0_neon,
+            [QW_Q4_1] = matmul_q_q4_1_neon,
+            [QW_Q5_0] = matmul_q_q5_0_neon,
+            [QW_Q5_1] = matmul_q_q5_1_neon,
+        },
+};
 
 #endif

@@ -1,11 +1,11 @@
-/* qdot_kquant_avx512vnni.c - the integer path's K-quant kernels (matmul_q
+/* kquant_avx512vnni.c - the integer path's K-quant kernels (matmul_q
  * of Q4_K, Q5_K, Q6_K with QA8 activations, kernels.h) with AVX512-VNNI's
  * vpdpbusd (unsigned weight quants x signed activation quants, 4 products
  * per int32), on 256-bit registers (AVX512VL): Zen 4 splits 512-bit
  * operations in two, and a sub-block is 32 bytes. Installed into the avx512
  * table only where cpu.c saw the AVX512-VNNI bit. The float steps are
- * qdot_kquant_ref.c's; shared unpacking, horizontal sums and tiling in
- * qdot_kquant_x86.h. Q4_K / Q5_K: the min term mn * s from the QA8 block
+ * kquant_ref.c's; shared unpacking, horizontal sums and tiling in
+ * kquant_x86.h. Q4_K / Q5_K: the min term mn * s from the QA8 block
  * sums. Q6_K: unsigned q (0..63); each sub-block's vpdpbusd starts from
  * -32 * qx (summed 4 at a time, once per token and super-block), so it
  * gives the sums of (q - 32) * qx that the packs in scaled_sums need.
@@ -14,7 +14,7 @@
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
-#include "kernels/qdot_kquant_x86.h"
+#include "kernels/qdot/kquant_x86.h"
 
 /* 32 unsigned x 32 signed bytes -> 8 int32 sums of 4 products, added to acc */
 INLINE __m256i dot4(__m256i acc, __m256i w, const int8_t *x) {
@@ -186,7 +186,7 @@ INLINE void kp_token_rows(int Q6, int R, float *Y, const kp_xsb *xt, const uint8
  * uses the tiles). */
 INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                      const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
-    const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * bytes;
+    const int64_t nsb = k / qw_type(QW_Q4_K)->block, rb = nsb * bytes;
     const int64_t row_t = nsb * (int64_t)sizeof(kp_wsb), tok_t = nsb * (int64_t)sizeof(kp_xsb);
     if (row_t * KP_ROWS > KP_WT_CAP || tok_t > KP_XT_CAP) return 0;
     int64_t tb = KP_XT_CAP / tok_t < KP_TOKENS ? KP_XT_CAP / tok_t : KP_TOKENS;
@@ -229,16 +229,13 @@ KP_ENTRY(matmul_q_q4_k, 0, 0, 144)
 KP_ENTRY(matmul_q_q5_k, 0, 1, 176)
 KP_ENTRY(matmul_q_q6_k, 1, 0, 210)
 
-int kernels_fill_qdot_kquant_avx512vnni(qw_kernels *k) {
-    k->matmul_q[QW_Q4_K] = matmul_q_q4_k_avx512vnni;
-    k->matmul_q[QW_Q5_K] = matmul_q_q5_k_avx512vnni;
-    k->matmul_q[QW_Q6_K] = matmul_q_q6_k_avx512vnni;
-    return 1;
-}
+const qw_kernels kernels_kquant_avx512vnni = {
+    .matmul_q =
+        {
+            [QW_Q4_K] = matmul_q_q4_k_avx512vnni,
+            [QW_Q5_K] = matmul_q_q5_k_avx512vnni,
+            [QW_Q6_K] = matmul_q_q6_k_avx512vnni,
+        },
+};
 
-#else
-int kernels_fill_qdot_kquant_avx512vnni(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
 #endif

@@ -1,8 +1,9 @@
-/* kernels_avx512.c - AVX-512 kernels (x86-64: F, BW, VL, DQ, exactly what
+/* matmul_avx512.c - the float-activation matmul and to_f32 with AVX-512
+ * (x86-64: F, BW, VL, DQ, exactly what
  * the Makefile builds this file with and cpu.c gates the level on; VNNI or
  * BF16 kernels would go into files of their own, *_avx512vnni.c ...).
  *
- * Same algorithms as kernels_avx2.c, 16 floats per vector, with AVX-512
+ * Same algorithms as matmul_avx2.c, 16 floats per vector, with AVX-512
  * masks for every tail (masked loads read nothing outside the mask, so no
  * scalar tails and no over-reads):
  *  - matmul: batch invariant (see the matmul section); n == 1 runs the 4-row
@@ -10,12 +11,10 @@
  *    short rows); n <= SMALL_N converts the weights in registers for a
  *    4-row x up-to-6-token tile (24 accumulators of 16 floats, 29 of the 32
  *    zmm registers); larger n converts each 4-row x KC block once to float32
- *    on the stack (bf16: zero-extend and shift; f16: vcvtph2ps);
- *  - exp: Cephes-style polynomial as in AVX2, 2^n applied with vscalefps.
+ *    on the stack (bf16: zero-extend and shift; f16: vcvtph2ps).
  * Activations are never rounded to bf16 here (the exact path); the fast
- * precision's vdpbf16ps kernel is bf16dot_avx512bf16.c.
- * This level could not be run on the development host (no AVX-512); the
- * checker (tests/kernels/test_kernels.c) runs it wherever the CPU has it.
+ * precision's vdpbf16ps kernel is bf16act_avx512bf16.c.
+ * The checker (tests/kernels/test_kernels.c) runs it wherever the CPU has it.
  */
 #include "kernels/kernels_impl.h"
 
@@ -50,7 +49,7 @@ INLINE __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
 }
 
 /* ---- matmul ----
- * Batch invariance, as in kernels_avx2.c: every Y[t][o] is computed by the
+ * Batch invariance, as in matmul_avx2.c: every Y[t][o] is computed by the
  * same operations in the same order whatever n, the tile it lands in, its
  * position in the tile and the o0/o1 split:
  *  - k is cut into blocks of KC columns; within a block one 16-lane
@@ -209,13 +208,14 @@ MATMUL(bf16, uint16_t, ld16_bf16)
  * reference's values) into a float32 buffer and run through rows_f32, with
  * the same KC blocks, tiles and reductions as the f32 path, for every n
  * (one code path: batch invariant as the f32 matmul is). Loop order as in
- * kernels_avx2.c's matmul_prefill: a token block of X stays in L2, rows in
+ * matmul_avx2.c's matmul_prefill: a token block of X stays in L2, rows in
  * chunks of OC so Y stays in L2, the next group's rows prefetched while a
  * group runs. KC (512) is a multiple of every block size (32, 256). */
 enum { OC = 128 };
 
 static void matmul_conv(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const char *W, int64_t k,
-                        int64_t o0, int64_t o1, qw_dtype dt, qw_conv_fn conv) {
+                        int64_t o0, int64_t o1, qw_dtype dt) {
+    const qw_conv_fn conv = kernels_conv_avx2[dt];
     if (k == 0) { /* empty sums: the k-block loop below would not store */
         for (int64_t t = 0; t < n; t++)
             for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
@@ -263,18 +263,18 @@ INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const ui
     __m512 acc[4][6];
     UNROLL for (int r = 0; r < R; r++)
         UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < len; i += QW_Q8_0_BLOCK) {
+    for (int64_t i = 0; i < len; i += qw_type(QW_Q8_0)->block) {
         const uint8_t *b[4];
         __m512 d[4];
         UNROLL for (int r = 0; r < R; r++) {
-            b[r] = w + r * rb + i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            b[r] = w + r * rb + i / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
             if (pf == 1) _mm_prefetch((const char *)b[r] + PF_DIST, _MM_HINT_T0);
-            d[r] = _mm512_set1_ps(qw_q8_0_scale(b[r]));
+            d[r] = _mm512_set1_ps(qw_f16_at(b[r]));
         }
         if (pf == 2) { /* short rows: the next 4-row group (contiguous), in step with this one */
             /* w is at column c0 of row 0: the group's bytes for columns c0 + i are at 4 x their offset */
-            const int64_t coff = c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
-            const char *nx = (const char *)w + 4 * rb + 3 * coff + 4 * (i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES);
+            const int64_t coff = c0 / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
+            const char *nx = (const char *)w + 4 * rb + 3 * coff + 4 * (i / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes);
             _mm_prefetch(nx, _MM_HINT_T0);
             _mm_prefetch(nx + 64, _MM_HINT_T0);
             _mm_prefetch(nx + 128, _MM_HINT_T0);
@@ -315,14 +315,14 @@ static void tile_q8_any(float *Y, int64_t ldy, const float *X, int64_t ldx, cons
 
 static void matmul_q8_0_direct(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const uint8_t *w,
                                int64_t k, int64_t o0, int64_t o1) {
-    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    const int64_t rb = k / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
     const int pf = 4 * rb <= PF_NEAR ? 2 : 1;
     for (int64_t o = o0; o < o1;) {
         int R = o + 4 <= o1 ? 4 : 1;
         int p = pf == 2 && o + 8 > o1 ? 0 : pf; /* pf 2 reads into the next group: only inside the range */
         for (int64_t c0 = 0; c0 < k; c0 += KC) {
             int64_t len = k - c0 < KC ? k - c0 : KC;
-            const uint8_t *wb = w + o * rb + c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            const uint8_t *wb = w + o * rb + c0 / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
             for (int64_t t = 0; t < n; t += 6) { /* the first token tile streams, the rest hit L1 */
                 int T = n - t < 6 ? (int)(n - t) : 6;
                 tile_q8_any(Y + t * ldy + o, ldy, X + t * ldx + c0, ldx, wb, rb, c0, len, R, T, t == 0 ? p : 0);
@@ -335,22 +335,37 @@ static void matmul_q8_0_direct(float *Y, int64_t ldy, const float *X, int64_t ld
 static void matmul_q8_0_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
                                int64_t k, int64_t o0, int64_t o1) {
     if (n <= SMALL_N && k > 0) matmul_q8_0_direct(Y, ldy, X, ldx, n, W, k, o0, o1);
-    else matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q8_0, kernels_conv_q8_0_avx2);
+    else matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q8_0);
 }
 
-#define CMATMUL(SUF, DT)                                                                                            \
-    static void matmul_##SUF##_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
-                                      int64_t k, int64_t o0, int64_t o1) {                                          \
-        matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, DT, kernels_conv_##SUF##_avx2);                               \
-    }
-CMATMUL(q4_0, QW_Q4_0)
-CMATMUL(q4_1, QW_Q4_1)
-CMATMUL(q5_0, QW_Q5_0)
-CMATMUL(q5_1, QW_Q5_1)
-CMATMUL(q4_k, QW_Q4_K)
-CMATMUL(q5_k, QW_Q5_K)
-CMATMUL(q6_k, QW_Q6_K)
-#undef CMATMUL
+static void matmul_q4_0_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q4_0);
+}
+static void matmul_q4_1_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q4_1);
+}
+static void matmul_q5_0_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q5_0);
+}
+static void matmul_q5_1_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q5_1);
+}
+static void matmul_q4_k_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q4_K);
+}
+static void matmul_q5_k_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q5_K);
+}
+static void matmul_q6_k_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_conv(Y, ldy, X, ldx, n, W, k, o0, o1, QW_Q6_K);
+}
 
 static void to_f32_bf16_avx512(float *y, const void *x, int64_t n) {
     const uint16_t *h = x;
@@ -368,140 +383,30 @@ static void to_f32_f16_avx512(float *y, const void *x, int64_t n) {
     }
 }
 
-static float dot_avx512(const float *a, const float *b, int64_t n) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-    }
-    for (; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-}
-
-static void axpy_avx512(float *y, float a, const float *x, int64_t n) {
-    __m512 av = _mm512_set1_ps(a);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        __m512 r = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
-        _mm512_mask_storeu_ps(y + i, m, r);
-    }
-}
-
-static void scale_avx512(float *y, float a, int64_t n) {
-    __m512 av = _mm512_set1_ps(a);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), av));
-    }
-}
-
-static void add_avx512(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        _mm512_mask_storeu_ps(y + i, m,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i)));
-    }
-}
-
-static void rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, float eps) {
-    __m512 s = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        __m512 a = _mm512_maskz_loadu_ps(lanes(n - i), x + i);
-        s = _mm512_fmadd_ps(a, a, s);
-    }
-    float ss = _mm512_reduce_add_ps(s);
-    float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    __m512 iv = _mm512_set1_ps(inv);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        __m512 r = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), iv),
-                                 _mm512_maskz_loadu_ps(m, w + i));
-        _mm512_mask_storeu_ps(y + i, m, r);
-    }
-}
-
-INLINE __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n); /* p * 2^n, n integral */
-}
-
-static void silu_mul_avx512(float *g, const float *u, int64_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        __m512 x = _mm512_maskz_loadu_ps(m, g + i);
-        __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, x))));
-        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
-    }
-}
-
-static void softmax_avx512(float *x, int64_t n) {
-    if (n <= 0) return;
-    __m512 mv = _mm512_set1_ps(-INFINITY);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        mv = _mm512_mask_max_ps(mv, m, mv, _mm512_maskz_loadu_ps(m, x + i));
-    }
-    float mx = _mm512_reduce_max_ps(mv);
-    mv = _mm512_set1_ps(mx);
-    __m512 s = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = lanes(n - i);
-        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv));
-        _mm512_mask_storeu_ps(x + i, m, e);
-        s = _mm512_add_ps(s, _mm512_maskz_mov_ps(m, e)); /* masked-off lanes add 0 */
-    }
-    scale_avx512(x, 1.0f / _mm512_reduce_add_ps(s), n);
-}
-
 /* Every matmul entry is this file's (one summation order for all weight
  * types: a quantized file == its F32 twin on this level). Inherited from
- * avx2: to_f32 and quantize_q8_0 (exact conversions, bit for bit the
- * reference on every level) and attn (no other entry must match it). */
-int kernels_fill_avx512(qw_kernels *k) {
-    k->matmul[QW_F32] = matmul_f32_avx512;
-    k->matmul[QW_F16] = matmul_f16_avx512;
-    k->matmul[QW_BF16] = matmul_bf16_avx512;
-    k->matmul[QW_Q8_0] = matmul_q8_0_avx512;
-    k->matmul[QW_Q4_0] = matmul_q4_0_avx512;
-    k->matmul[QW_Q4_1] = matmul_q4_1_avx512;
-    k->matmul[QW_Q5_0] = matmul_q5_0_avx512;
-    k->matmul[QW_Q5_1] = matmul_q5_1_avx512;
-    k->matmul[QW_Q4_K] = matmul_q4_k_avx512;
-    k->matmul[QW_Q5_K] = matmul_q5_k_avx512;
-    k->matmul[QW_Q6_K] = matmul_q6_k_avx512;
-    k->to_f32[QW_F16] = to_f32_f16_avx512;
-    k->to_f32[QW_BF16] = to_f32_bf16_avx512;
-    k->dot = dot_avx512;
-    k->axpy = axpy_avx512;
-    k->scale = scale_avx512;
-    k->rmsnorm = rmsnorm_avx512;
-    k->silu_mul = silu_mul_avx512;
-    k->softmax = softmax_avx512;
-    k->add = add_avx512;
-    return 1;
-}
-
-#else
-
-int kernels_fill_avx512(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+ * avx2: to_f32 of the block types and quantize_q8_0 (exact conversions,
+ * bit for bit the reference on every level). */
+const qw_kernels kernels_matmul_avx512 = {
+    .matmul =
+        {
+            [QW_F32] = matmul_f32_avx512,
+            [QW_F16] = matmul_f16_avx512,
+            [QW_BF16] = matmul_bf16_avx512,
+            [QW_Q8_0] = matmul_q8_0_avx512,
+            [QW_Q4_0] = matmul_q4_0_avx512,
+            [QW_Q4_1] = matmul_q4_1_avx512,
+            [QW_Q5_0] = matmul_q5_0_avx512,
+            [QW_Q5_1] = matmul_q5_1_avx512,
+            [QW_Q4_K] = matmul_q4_k_avx512,
+            [QW_Q5_K] = matmul_q5_k_avx512,
+            [QW_Q6_K] = matmul_q6_k_avx512,
+        },
+    .to_f32 =
+        {
+            [QW_F16] = to_f32_f16_avx512,
+            [QW_BF16] = to_f32_bf16_avx512,
+        },
+};
 
 #endif

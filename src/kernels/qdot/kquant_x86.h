@@ -1,10 +1,10 @@
-/* qdot_kquant_x86.h - private to qdot_kquant_avx2.c and
- * qdot_kquant_avx512vnni.c: what their K-quant integer kernels share
+/* kquant_x86.h - private to kquant_avx2.c and
+ * kquant_avx512vnni.c: what their K-quant integer kernels share
  * (weight unpacking, the horizontal integer sums, the activation view, the
  * tiling). Each file includes it once, compiled with its own ISA flags, and
  * adds its own integer dot products (vpmaddubsw + vpmaddwd, or vpdpbusd).
  *
- * The float steps are qdot_kquant_ref.c's, in 8 lanes, lane j = sub-block
+ * The float steps are kquant_ref.c's, in 8 lanes, lane j = sub-block
  * j; integer sums are exact whatever their order, so they are reduced in
  * any convenient order, and only the float part follows the reference.
  * Tiling: 4 rows x 8 tokens per tile (then 4, 2, 1 for the rest), each
@@ -179,7 +179,7 @@ INLINE void prep_row_q5(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 1); }
 #define KQ_KERNEL(NAME, ISA, ROW_T, PREP_ROW, TOK_T, PREP_TOK, STEP, BYTES)                                            \
     INLINE void NAME##_tile(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,       \
                             int64_t o, int64_t t, const int R, const int T) {                                          \
-        const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * (BYTES);                                                       \
+        const int64_t nsb = k / qw_type(QW_Q4_K)->block, rb = nsb * (BYTES);                                                       \
         __m256 acc[TILE_ROWS][TILE_TOKENS];                                                                            \
         UNROLL for (int r = 0; r < R; r++)                                                                             \
             UNROLL for (int u = 0; u < T; u++) acc[r][u] = _mm256_setzero_ps();                                        \
