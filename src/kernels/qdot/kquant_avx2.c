@@ -49,9 +49,9 @@ INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);
 }
 
-KQ_KERNEL(matmul_q_q4_k, avx2, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, 144)
-KQ_KERNEL(matmul_q_q5_k, avx2, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, 176)
-KQ_KERNEL(matmul_q_q6_k, avx2, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, 210)
+KQ_KERNEL(matmul_q_q4_k, avx2, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, QW_Q4_K)
+KQ_KERNEL(matmul_q_q5_k, avx2, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, QW_Q5_K)
+KQ_KERNEL(matmul_q_q6_k, avx2, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, QW_Q6_K)
 
 const qw_kernels kernels_kquant_avx2 = {
     .matmul_q =

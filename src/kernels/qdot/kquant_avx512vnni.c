@@ -49,9 +49,9 @@ INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);
 }
 
-KQ_KERNEL(matmul_q_q4_k, tiles, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, 144)
-KQ_KERNEL(matmul_q_q5_k, tiles, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, 176)
-KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, 210)
+KQ_KERNEL(matmul_q_q4_k, tiles, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, QW_Q4_K)
+KQ_KERNEL(matmul_q_q5_k, tiles, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, QW_Q5_K)
+KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, QW_Q6_K)
 
 /* ---- prefill (n > TILE_TOKENS): super-blocks transposed ----
  * A super-block's 256 quants are 16 groups of 16 (group i: sub-block i % 8,
@@ -100,7 +100,7 @@ INLINE void transpose_sb(__m512i t[4], const __m512i z[4]) {
 
 INLINE __m512i pair512(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 
-/* Weight super-block at b (BYTES 144 / 176: Q4_K / Q5_K, 210: Q6_K). */
+/* Weight super-block at b (Q4_K, Q5_K with five set, or Q6_K with Q6 set). */
 INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b, int five) {
     __m256i w[8];
     if (Q6) {
@@ -186,7 +186,7 @@ INLINE void kp_token_rows(int Q6, int R, float *Y, const kp_xsb *xt, const uint8
  * uses the tiles). */
 INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                      const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
-    const int64_t nsb = k / qw_type(QW_Q4_K)->block, rb = nsb * bytes;
+    const int64_t nsb = k / qw_type(QW_Q4_K)->block, rb = nsb * bytes; /* K-quants: 256 per super-block */
     const int64_t row_t = nsb * (int64_t)sizeof(kp_wsb), tok_t = nsb * (int64_t)sizeof(kp_xsb);
     if (row_t * KP_ROWS > KP_WT_CAP || tok_t > KP_XT_CAP) return 0;
     int64_t tb = KP_XT_CAP / tok_t < KP_TOKENS ? KP_XT_CAP / tok_t : KP_TOKENS;
@@ -219,15 +219,15 @@ INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const u
     return 1;
 }
 
-#define KP_ENTRY(NAME, Q6, FIVE, BYTES)                                                                             \
+#define KP_ENTRY(NAME, Q6, FIVE, DT)                                                                             \
     static void NAME##_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, \
                                   int64_t k, int64_t o0, int64_t o1) {                                            \
-        if (n > TILE_TOKENS && o1 > o0 && kp_matmul(Q6, FIVE, BYTES, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;  \
+        if (n > TILE_TOKENS && o1 > o0 && kp_matmul(Q6, FIVE, qw_type(DT)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;  \
         NAME##_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                           \
     }
-KP_ENTRY(matmul_q_q4_k, 0, 0, 144)
-KP_ENTRY(matmul_q_q5_k, 0, 1, 176)
-KP_ENTRY(matmul_q_q6_k, 1, 0, 210)
+KP_ENTRY(matmul_q_q4_k, 0, 0, QW_Q4_K)
+KP_ENTRY(matmul_q_q5_k, 0, 1, QW_Q5_K)
+KP_ENTRY(matmul_q_q6_k, 1, 0, QW_Q6_K)
 
 const qw_kernels kernels_kquant_avx512vnni = {
     .matmul_q =

@@ -174,12 +174,12 @@ INLINE void prep_row_q5(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 1); }
 
 /* ---- tiles and the row / token loops ----
  * KQ_KERNEL(name, isa, row type, row prep, token type, token prep, step,
- * bytes): an R-row x T-token tile over the whole row (R, T constants after
+ * weight type): an R-row x T-token tile over the whole row (R, T constants after
  * inlining), and name_isa, the matmul_q entry. */
-#define KQ_KERNEL(NAME, ISA, ROW_T, PREP_ROW, TOK_T, PREP_TOK, STEP, BYTES)                                            \
+#define KQ_KERNEL(NAME, ISA, ROW_T, PREP_ROW, TOK_T, PREP_TOK, STEP, DT)                                            \
     INLINE void NAME##_tile(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,       \
                             int64_t o, int64_t t, const int R, const int T) {                                          \
-        const int64_t nsb = k / qw_type(QW_Q4_K)->block, rb = nsb * (BYTES);                                                       \
+        const int64_t nsb = k / qw_type(DT)->block, rb = nsb * qw_type(DT)->bytes;                                      \
         __m256 acc[TILE_ROWS][TILE_TOKENS];                                                                            \
         UNROLL for (int r = 0; r < R; r++)                                                                             \
             UNROLL for (int u = 0; u < T; u++) acc[r][u] = _mm256_setzero_ps();                                        \
@@ -188,9 +188,9 @@ INLINE void prep_row_q5(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 1); }
             UNROLL for (int u = 0; u < T; u++) PREP_TOK(&tk[u], XQ + (t + u) * ldxq, k, B);                            \
             /* one row's unpacked weights live at a time: no spills */                                                 \
             UNROLL for (int r = 0; r < R; r++) {                                                                       \
-                const uint8_t *wb = W + (o + r) * rb + B * (BYTES);                                                    \
+                const uint8_t *wb = W + (o + r) * rb + B * qw_type(DT)->bytes;                                          \
                 ROW_T rw;                                                                                              \
-                prefetch_ahead(wb + 2 * R * rb, BYTES);                                                                \
+                prefetch_ahead(wb + 2 * R * rb, qw_type(DT)->bytes);                                                    \
                 PREP_ROW(&rw, wb);                                                                                     \
                 UNROLL for (int u = 0; u < T; u++) acc[r][u] = STEP(acc[r][u], &rw, &tk[u]);                           \
             }                                                                                                          \
