@@ -37,6 +37,15 @@ extern const qw_kernels kernels_bf16act_avx512bf16;                        /* QW
 extern const qw_kernels kernels_matmul_neon, kernels_qdot_neon, kernels_attn_neon, kernels_elementwise_neon;
 #endif
 
+/* The calling thread's scratch for a kernel's working set that does not
+ * fit in registers (the prefill GEMMs' transposed weight and activation
+ * tiles): QW_SCRATCH_BYTES, 64-byte aligned, reused by every kernel call
+ * on the thread (a kernel never calls another kernel that uses it). Each
+ * user lays out its own struct there and checks its size against
+ * QW_SCRATCH_BYTES at compile time. */
+#define QW_SCRATCH_BYTES (200 * 1024)
+void *kernels_scratch(void);
+
 /* The reference's block-type to_f32 (matmul/matmul_ref.c): n weights of
  * type dt (whole blocks, from a block start), for the levels that convert
  * with it before their own f32 tiles (neon). */

@@ -65,11 +65,11 @@ KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q
  * float steps are the tiles' (the reference's), so the result is bitwise
  * theirs. One thread, n = 512, 1536 x 1536, CPU time (bench_qdot_kquant,
  * busy machine): Q4_K 127 -> 173 GOP/s, Q5_K 120 -> 164-171, Q6_K 105 ->
- * 194-209. The buffers live on the stack (about 200 KiB with KP_XT_CAP):
- * fine for the default 8 MiB thread stacks of glibc. */
+ * 194-209. The buffers (about 194 KiB) live in the thread's scratch
+ * (kernels_scratch), not on the stack. */
 #define KP_ROWS 4                 /* rows per pass over a token */
-#define KP_WT_CAP (64 * 1024)     /* bytes of transposed weights on the stack */
-#define KP_XT_CAP (128 * 1024)    /* bytes of transposed activations on the stack */
+#define KP_WT_CAP (64 * 1024)     /* bytes of transposed weights */
+#define KP_XT_CAP (128 * 1024)    /* bytes of transposed activations */
 #define KP_TOKENS 32              /* tokens per block at most */
 
 /* One transposed super-block of a weight row: quants, the int32 scale of
@@ -85,6 +85,15 @@ typedef struct {
     __m512i q[4];
     __m512i off;
 } kp_xsb;
+
+/* A block of transposed rows (with d, dmin) and of tokens, in the
+ * thread's scratch. */
+typedef struct {
+    kp_wsb wt[KP_WT_CAP / sizeof(kp_wsb)];
+    kp_xsb xt[KP_XT_CAP / sizeof(kp_xsb)];
+    float wd[KP_WT_CAP / sizeof(kp_wsb)], wdm[KP_WT_CAP / sizeof(kp_wsb)];
+} kp_scratch;
+_Static_assert(sizeof(kp_scratch) <= QW_SCRATCH_BYTES, "kquant_avx512vnni prefill scratch");
 
 /* z[m] = sub-blocks 2m and 2m + 1 (32 bytes each) -> t[c], lane i = dword
  * c of group i. */
@@ -182,7 +191,7 @@ INLINE void kp_token_rows(int Q6, int R, float *Y, const kp_xsb *xt, const uint8
     UNROLL for (int r = 0; r < R; r++) Y[r] = lanes_sum(acc[r]);
 }
 
-/* 0 when a row or a token does not fit the stack buffers (the caller then
+/* 0 when a row or a token does not fit the scratch buffers (the caller then
  * uses the tiles). */
 INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                      const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
@@ -190,9 +199,10 @@ INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const u
     const int64_t row_t = nsb * (int64_t)sizeof(kp_wsb), tok_t = nsb * (int64_t)sizeof(kp_xsb);
     if (row_t * KP_ROWS > KP_WT_CAP || tok_t > KP_XT_CAP) return 0;
     int64_t tb = KP_XT_CAP / tok_t < KP_TOKENS ? KP_XT_CAP / tok_t : KP_TOKENS;
-    kp_wsb wt[KP_WT_CAP / sizeof(kp_wsb)];
-    kp_xsb xt[KP_XT_CAP / sizeof(kp_xsb)];
-    float wd[KP_WT_CAP / sizeof(kp_wsb)], wdm[KP_WT_CAP / sizeof(kp_wsb)];
+    kp_scratch *sc = kernels_scratch();
+    kp_wsb *wt = sc->wt;
+    kp_xsb *xt = sc->xt;
+    float *wd = sc->wd, *wdm = sc->wdm;
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
         const int64_t t1 = t0 + tb < n ? t0 + tb : n;
         for (int64_t t = t0; t < t1; t++)

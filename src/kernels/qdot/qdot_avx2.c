@@ -13,7 +13,7 @@
  *
  * Loop order as in qdot_avx512vnni.c: decode one row at a time against
  * chunks of up to 4 tokens; prefill on transposed
- * blocks (below). Every path gives the same bits.
+ * blocks (below, in the per-thread scratch). Every path gives the same bits.
  */
 #include "kernels/kernels_impl.h"
 
@@ -133,7 +133,7 @@ INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
 /* ---- prefill: blocks transposed so that one int32 lane is one block ----
  * As in qdot_avx512vnni.c: for n >= PREFILL_MIN a block of up to RB_MAX
  * weight rows is transposed once in groups of 8 blocks (an 8 x 8 transpose
- * of 4-byte words) on the stack; each token's group goes through the same
+ * of 4-byte words) into the thread's scratch (kernels_scratch); each token's group goes through the same
  * transpose in registers and meets every row of the block: vpmaddubsw +
  * vpmaddwd leave 4-product sums of one block per int32 lane, and 8 vector
  * adds give the 8 blocks' exact sums in block order, with no horizontal
@@ -141,8 +141,16 @@ INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
  * Q8_0 keeps its signed bytes (|w| and sign(x, w) per use, as above). */
 #define PREFILL_MIN 8
 #define RB_MAX 4               /* rows transposed together (16 ymm registers) */
-#define WT_CAP (40 * 1024)     /* bytes of transposed weights on the stack */
+#define WT_CAP (40 * 1024)     /* bytes of transposed weights (per-thread scratch) */
 #define WT_MAX_G8 (WT_CAP / 256) /* rows up to 160 * 256 = 40960 weights take this path */
+
+/* The transposed rows and their scales, in the thread's scratch. */
+typedef struct {
+    _Alignas(64) uint8_t wt[WT_CAP];
+    _Alignas(64) float wd[WT_MAX_G8 * 8];
+    _Alignas(64) float wm[WT_MAX_G8 * 8];
+} prefill_scratch;
+_Static_assert(sizeof(prefill_scratch) <= QW_SCRATCH_BYTES, "qdot_avx2 prefill scratch");
 
 /* r[i] = block i's 8 words -> r[c] lane i = word c of block i. */
 INLINE void transpose8(__m256i *r) {
@@ -228,8 +236,9 @@ INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8
 INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                              const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
     const int64_t nb = k / 32, ng = (nb + 7) / 8, rb = nb * blk_bytes(T), wt_ld = ng * 256;
-    _Alignas(64) uint8_t wt[WT_CAP];
-    _Alignas(64) float wd[WT_MAX_G8 * 8], wm[WT_MAX_G8 * 8];
+    prefill_scratch *sc = kernels_scratch();
+    uint8_t *wt = sc->wt;
+    float *wd = sc->wd, *wm = sc->wm;
     int64_t rbmax = WT_CAP / wt_ld < RB_MAX ? WT_CAP / wt_ld : RB_MAX;
     for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
         int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;

@@ -156,9 +156,19 @@ INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
  * -> 105-118 GOP/s). */
 #define PREFILL_MIN 8
 #define RB_MAX 8              /* rows transposed together */
-#define WT_CAP (40 * 1024)    /* bytes of transposed weights on the stack */
+#define WT_CAP (40 * 1024)    /* bytes of transposed weights (per-thread scratch) */
 #define WT_MAX_G16 (WT_CAP / 512) /* rows up to 80 * 512 = 40960 weights take this path */
-#define XT_CAP (96 * 1024)    /* bytes of transposed activations on the stack: >= 2 tokens of the widest row */
+#define XT_CAP (96 * 1024)    /* bytes of transposed activations: >= 2 tokens of the widest row */
+
+/* The transposed rows, their scales and a block of transposed tokens, in
+ * the thread's scratch (kernels_scratch). */
+typedef struct {
+    _Alignas(64) uint8_t wt[WT_CAP];
+    _Alignas(64) uint8_t xt[XT_CAP];
+    _Alignas(64) float wd[WT_MAX_G16 * 16];
+    _Alignas(64) float wm[WT_MAX_G16 * 16];
+} prefill_scratch;
+_Static_assert(sizeof(prefill_scratch) <= QW_SCRATCH_BYTES, "qdot_avx512vnni prefill scratch");
 
 /* 16 blocks as 8 zmm (2 blocks each, in order) -> 8 zmm, lane 4q + r of each
  * holding a dword of block pi = {0,2,4,6, 1,3,5,7, 8,10,12,14, 9,11,13,15}
@@ -290,9 +300,9 @@ INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8
 INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                              const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
     const int64_t nb = k / 32, ng = (nb + 15) / 16, rb = nb * blk_bytes(T), wt_ld = ng * 512;
-    _Alignas(64) uint8_t wt[WT_CAP];
-    _Alignas(64) uint8_t xt[XT_CAP];
-    _Alignas(64) float wd[WT_MAX_G16 * 16], wm[WT_MAX_G16 * 16];
+    prefill_scratch *sc = kernels_scratch();
+    uint8_t *wt = sc->wt, *xt = sc->xt;
+    float *wd = sc->wd, *wm = sc->wm;
     int64_t rbmax = WT_CAP / wt_ld < RB_MAX ? WT_CAP / wt_ld : RB_MAX;
     int64_t tb = XT_CAP / wt_ld < TOK_BLOCK ? XT_CAP / wt_ld : TOK_BLOCK; /* a token's G16s take wt_ld bytes too */
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
