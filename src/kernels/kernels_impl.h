@@ -170,12 +170,28 @@ static inline float ld1_f16(const uint16_t *p) {
     return qw_f16_to_f32(v);
 }
 
+/* The unaligned uint16 at p (a binary16 or bf16 weight or scale). */
+static inline uint16_t qw_u16_at(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* The binary16 at p as a float (a block's d, m or dmin; any alignment). */
 static inline float qw_f16_at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
     return qw_f16_to_f32(h);
 }
+
+#if defined(__F16C__)
+#include <immintrin.h>
+/* qw_f16_at in one vcvtph2ps (the same exact value), for the x86 files
+ * built with F16C (the avx2 and avx512 levels). */
+static inline float qw_f16_at_f16c(const uint8_t *p) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(qw_u16_at(p))));
+}
+#endif
 
 /* The little-endian uint32 at p (Q5_0 / Q5_1's 32 high bits). */
 static inline uint32_t qw_u32_at(const uint8_t *p) {

@@ -393,13 +393,6 @@ static void to_f32_q8_0_avx2(float *y, const void *x, int64_t n) { conv_q8_0(y, 
  * at the rate of one in L1 (one Zen 3 core: 5-9 G weights/s by type), so
  * matmul_prefill and its prefetch are unchanged. */
 
-/* binary16 at p -> float (exact), any alignment */
-INLINE float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
 /* Q6_K's quants are unpacked 32 at a time as bytes (shifts and masks),
  * then widened 8 at a time: dst[0..8) = d * q (exact). (Widening from memory
  * as the other types do measured slower for Q6_K: 6.4 against 9.2 G
@@ -432,9 +425,10 @@ INLINE void pf_next(const char *nx, int64_t off, int bytes) {
 static void conv_q4_0(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i eight = _mm256_set1_epi32(8);
-    for (int64_t j = 0; j < len; j += 32, b += 18) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 18, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b));
+    const int bytes = qw_type(QW_Q4_0)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b));
         UNROLL for (int g = 0; g < 2; g++) {
             __m256i lo, hi;
             nib16(b + 2 + 8 * g, &lo, &hi);
@@ -446,9 +440,10 @@ static void conv_q4_0(float *dst, const char *src, int64_t len, const char *nx) 
 
 static void conv_q4_1(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += 32, b += 20) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 20, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+    const int bytes = qw_type(QW_Q4_1)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b)), m = _mm256_set1_ps(qw_f16_at_f16c(b + 2));
         UNROLL for (int g = 0; g < 2; g++) {
             __m256i lo, hi;
             nib16(b + 4 + 8 * g, &lo, &hi);
@@ -469,9 +464,10 @@ INLINE __m256i hneg8(__m256i qhv, int j0) {
 
 static void conv_q5_0(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += 32, b += 22) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 22, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b));
+    const int bytes = qw_type(QW_Q5_0)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b));
         uint32_t qh;
         memcpy(&qh, b + 2, 4);
         __m256i qhv = _mm256_set1_epi32((int)qh);
@@ -489,9 +485,10 @@ static void conv_q5_0(float *dst, const char *src, int64_t len, const char *nx) 
 static void conv_q5_1(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i k16 = _mm256_set1_epi32(16);
-    for (int64_t j = 0; j < len; j += 32, b += 24) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 24, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+    const int bytes = qw_type(QW_Q5_1)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b)), m = _mm256_set1_ps(qw_f16_at_f16c(b + 2));
         uint32_t qh;
         memcpy(&qh, b + 4, 4);
         __m256i qhv = _mm256_set1_epi32((int)qh);
@@ -512,9 +509,10 @@ static void conv_q5_1(float *dst, const char *src, int64_t len, const char *nx) 
  * of sub-block s is bit s of qh[l]. */
 static void conv_q4_k(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += 256, b += 144) {
-        pf_next(nx, j / 256 * 144, 144);
-        float d = f16_at(b), dmin = f16_at(b + 2);
+    const int bytes = qw_type(QW_Q4_K)->bytes;
+    for (int64_t j = 0; j < len; j += 256, b += bytes) {
+        pf_next(nx, j / 256 * bytes, bytes);
+        float d = qw_f16_at_f16c(b), dmin = qw_f16_at_f16c(b + 2);
         for (int c = 0; c < 4; c++) {
             int sc0, mn0, sc1, mn1;
             qw_kquant_scale_min(b + 4, 2 * c, &sc0, &mn0);
@@ -535,9 +533,10 @@ static void conv_q4_k(float *dst, const char *src, int64_t len, const char *nx) 
 static void conv_q5_k(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i k16 = _mm256_set1_epi32(16);
-    for (int64_t j = 0; j < len; j += 256, b += 176) {
-        pf_next(nx, j / 256 * 176, 176);
-        float d = f16_at(b), dmin = f16_at(b + 2);
+    const int bytes = qw_type(QW_Q5_K)->bytes;
+    for (int64_t j = 0; j < len; j += 256, b += bytes) {
+        pf_next(nx, j / 256 * bytes, bytes);
+        float d = qw_f16_at_f16c(b), dmin = qw_f16_at_f16c(b + 2);
         const uint8_t *qh = b + 16;
         for (int c = 0; c < 4; c++) {
             int sc0, mn0, sc1, mn1;
@@ -567,10 +566,11 @@ static void conv_q5_k(float *dst, const char *src, int64_t len, const char *nx) 
 static void conv_q6_k(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i m15 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-    for (int64_t j = 0; j < len; j += 256, b += 210) {
-        pf_next(nx, j / 256 * 210, 210);
+    const int bytes = qw_type(QW_Q6_K)->bytes;
+    for (int64_t j = 0; j < len; j += 256, b += bytes) {
+        pf_next(nx, j / 256 * bytes, bytes);
         const int8_t *sc = (const int8_t *)(b + 192);
-        float d = f16_at(b + 208);
+        float d = qw_f16_at_f16c(b + 208);
         for (int h = 0; h < 2; h++) {
             __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * h));
             __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32));

@@ -29,12 +29,6 @@
 
 /* ---- element types ---- */
 
-static inline uint16_t ld_u16(const char *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static void matmul_f32_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n,
                            const void *W, int64_t k, int64_t o0, int64_t o1) {
     const char *w = W; /* memcpy loads: W may be misaligned (safetensors) */
@@ -60,7 +54,7 @@ static void matmul_f16_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, i
             const float *x = X + t * ldx;
             const char *wr = w + o * k * 2;
             float acc = 0.0f;
-            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_f16_to_f32(ld_u16(wr + 2 * i));
+            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_f16_to_f32(qw_u16_at(wr + 2 * i));
             Y[t * ldy + o] = acc;
         }
 }
@@ -73,7 +67,7 @@ static void matmul_bf16_ref(float *Y, int64_t ldy, const float *X, int64_t ldx, 
             const float *x = X + t * ldx;
             const char *wr = w + o * k * 2;
             float acc = 0.0f;
-            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_bf16_to_f32(ld_u16(wr + 2 * i));
+            for (int64_t i = 0; i < k; i++) acc += x[i] * qw_bf16_to_f32(qw_u16_at(wr + 2 * i));
             Y[t * ldy + o] = acc;
         }
 }

@@ -14,11 +14,11 @@
 #if defined(__x86_64__)
 #include "kernels/qdot/kquant_x86.h"
 
-INLINE __m256i ld32(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+INLINE __m256i ld_q32(const int8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* 32 unsigned x 32 signed bytes -> 8 int32 sums of 4 products */
 INLINE __m256i dot4(__m256i w, const int8_t *x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, ld32(x)), _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, ld_q32(x)), _mm256_set1_epi16(1));
 }
 
 INLINE __m256 step_q45(__m256 acc, const row_q45 *r, const tok_q45 *x) {
@@ -37,13 +37,13 @@ typedef struct {
 INLINE void prep_tok_q6(tok_q6 *t, const uint8_t *row, int64_t k, int64_t B) {
     prep_tok_q45(&t->x, row, k, B);
     const __m256i k32 = _mm256_set1_epi8(32);
-    UNROLL for (int j = 0; j < 8; j++) t->off[j] = _mm256_maddubs_epi16(k32, ld32(t->x.q + 32 * j));
+    UNROLL for (int j = 0; j < 8; j++) t->off[j] = _mm256_maddubs_epi16(k32, ld_q32(t->x.q + 32 * j));
 }
 
 INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     __m256i p[8];
     UNROLL for (int j = 0; j < 8; j++)
-        p[j] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(r->w[j], ld32(t->x.q + 32 * j)), t->off[j]),
+        p[j] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(r->w[j], ld_q32(t->x.q + 32 * j)), t->off[j]),
                                  _mm256_set1_epi16(1));
     const __m256i isum = scaled_sums(p, r->sa, r->sb);
     return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);

@@ -120,7 +120,7 @@ INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b
         const __m128i s = _mm_loadu_si128((const __m128i *)(b + 192));
         o->sc = _mm512_cvtepi8_epi32(
             _mm_shuffle_epi8(s, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
-        *d = f16_at(b + 208);
+        *d = qw_f16_at_f16c(b + 208);
         *dmin = 0.0f;
     } else {
         row_q45 r;
@@ -133,8 +133,8 @@ INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b
         memcpy(&u2, b + 12, 4);
         uint64_t scv = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
         o->sc = pair512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)scv)), r.mn);
-        *d = f16_at(b);
-        *dmin = f16_at(b + 2);
+        *d = qw_f16_at_f16c(b);
+        *dmin = qw_f16_at_f16c(b + 2);
     }
     __m512i z[4];
     UNROLL for (int m = 0; m < 4; m++) z[m] = pair512(w[2 * m], w[2 * m + 1]);

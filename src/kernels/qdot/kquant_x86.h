@@ -32,12 +32,6 @@
 
 enum { TILE_ROWS = 4, TILE_TOKENS = 8, TOKEN_BLOCK = 32 };
 
-INLINE float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
 /* The reference's final tree: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
 INLINE float lanes_sum(__m256 a) {
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -112,8 +106,8 @@ INLINE void scales_q45(const uint8_t *s, row_q45 *r) {
  * weight l of sub-block j is bit j of qh[l]. */
 INLINE void prep_row_q45(row_q45 *r, const uint8_t *b, int five) {
     const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
-    r->d = _mm256_set1_ps(f16_at(b));
-    r->dmin = _mm256_set1_ps(f16_at(b + 2));
+    r->d = _mm256_set1_ps(qw_f16_at_f16c(b));
+    r->dmin = _mm256_set1_ps(qw_f16_at_f16c(b + 2));
     scales_q45(b + 4, r);
     const uint8_t *qs = b + (five ? 48 : 16);
     UNROLL for (int c = 0; c < 4; c++) {
@@ -158,7 +152,7 @@ INLINE void prep_row_q6(row_q6 *r, const uint8_t *b) {
     r->sa = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s, _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 1, 1, 3, 3, 5, 5, 7, 7)));
     r->sb = _mm256_cvtepi8_epi16(
         _mm_shuffle_epi8(s, _mm_setr_epi8(8, 8, 10, 10, 12, 12, 14, 14, 9, 9, 11, 11, 13, 13, 15, 15)));
-    r->d = _mm256_set1_ps(f16_at(b + 208));
+    r->d = _mm256_set1_ps(qw_f16_at_f16c(b + 208));
 }
 
 /* Weights stream once per tile: prefetch the same super-block of the rows

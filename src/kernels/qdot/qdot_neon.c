@@ -30,15 +30,15 @@ static inline uint8x16_t high16(uint32_t h) {
 static inline void unpack(int T, const uint8_t *w, int8x16_t *lo, int8x16_t *hi) {
     if (T == QW_Q8_0) {
         *lo = vld1q_s8((const int8_t *)(w + 2));
-        *hi = vld1q_s8((const int8_t *)(w + 18));
+        *hi = vld1q_s8((const int8_t *)(w + 2 + 16));
         return;
     }
-    const int o = T == QW_Q4_0 ? 2 : T == QW_Q4_1 ? 4 : T == QW_Q5_0 ? 6 : 8;
+    const int o = qw_type((qw_dtype)T)->qs_off;
     uint8x16_t q = vld1q_u8(w + o);
     uint8x16_t l = vandq_u8(q, vdupq_n_u8(15)), h = vshrq_n_u8(q, 4);
     if (T == QW_Q5_0 || T == QW_Q5_1) {
         uint32_t qh;
-        memcpy(&qh, w + (T == QW_Q5_0 ? 2 : 4), 4);
+        memcpy(&qh, w + qw_type((qw_dtype)T)->qh_off, 4);
         l = vorrq_u8(l, high16(qh & 0xffff));
         h = vorrq_u8(h, high16(qh >> 16));
     }

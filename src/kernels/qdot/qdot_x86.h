@@ -27,11 +27,6 @@
 INLINE int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
 INLINE int has_min(int T) { return qw_type((qw_dtype)T)->m_off >= 0; }
 
-INLINE uint16_t ld_u16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 INLINE uint32_t ld_u32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -39,10 +34,10 @@ INLINE uint32_t ld_u32(const uint8_t *p) {
 }
 
 INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
-    return _mm_setr_epi16((short)ld_u16(w + off), (short)ld_u16(w + B + off), (short)ld_u16(w + 2 * B + off),
-                          (short)ld_u16(w + 3 * B + off), (short)ld_u16(w + 4 * B + off),
-                          (short)ld_u16(w + 5 * B + off), (short)ld_u16(w + 6 * B + off),
-                          (short)ld_u16(w + 7 * B + off));
+    return _mm_setr_epi16((short)qw_u16_at(w + off), (short)qw_u16_at(w + B + off), (short)qw_u16_at(w + 2 * B + off),
+                          (short)qw_u16_at(w + 3 * B + off), (short)qw_u16_at(w + 4 * B + off),
+                          (short)qw_u16_at(w + 5 * B + off), (short)qw_u16_at(w + 6 * B + off),
+                          (short)qw_u16_at(w + 7 * B + off));
 }
 
 /* d (and m) of a partial group of nbl (1..7) blocks, 0 in the absent
@@ -53,13 +48,13 @@ INLINE void tail_scales(int T, __m256 *gd, __m256 *gm, const uint8_t *w, int B, 
     UNROLL
     for (int j = 0; j < 8; j++) p[j] = w + (j < nbl ? j : nbl - 1) * B;
     __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nbl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-    __m128i d = _mm_setr_epi16((short)ld_u16(p[0]), (short)ld_u16(p[1]), (short)ld_u16(p[2]), (short)ld_u16(p[3]),
-                               (short)ld_u16(p[4]), (short)ld_u16(p[5]), (short)ld_u16(p[6]), (short)ld_u16(p[7]));
+    __m128i d = _mm_setr_epi16((short)qw_u16_at(p[0]), (short)qw_u16_at(p[1]), (short)qw_u16_at(p[2]), (short)qw_u16_at(p[3]),
+                               (short)qw_u16_at(p[4]), (short)qw_u16_at(p[5]), (short)qw_u16_at(p[6]), (short)qw_u16_at(p[7]));
     *gd = _mm256_and_ps(_mm256_cvtph_ps(d), keep);
     if (has_min(T)) {
-        __m128i m = _mm_setr_epi16((short)ld_u16(p[0] + 2), (short)ld_u16(p[1] + 2), (short)ld_u16(p[2] + 2),
-                                   (short)ld_u16(p[3] + 2), (short)ld_u16(p[4] + 2), (short)ld_u16(p[5] + 2),
-                                   (short)ld_u16(p[6] + 2), (short)ld_u16(p[7] + 2));
+        __m128i m = _mm_setr_epi16((short)qw_u16_at(p[0] + 2), (short)qw_u16_at(p[1] + 2), (short)qw_u16_at(p[2] + 2),
+                                   (short)qw_u16_at(p[3] + 2), (short)qw_u16_at(p[4] + 2), (short)qw_u16_at(p[5] + 2),
+                                   (short)qw_u16_at(p[6] + 2), (short)qw_u16_at(p[7] + 2));
         *gm = _mm256_and_ps(_mm256_cvtph_ps(m), keep);
     } else {
         *gm = _mm256_setzero_ps();
