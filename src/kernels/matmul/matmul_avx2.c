@@ -46,6 +46,17 @@ INLINE __m256 ld8_bf16(const uint16_t *p) {
 INLINE __m256 ld8_f16(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
+/* Element i of a row of 16/32-bit weights at w, by type DT (F32, F16,
+ * BF16: a constant in every specialised caller, so these fold). */
+INLINE int64_t esize(int DT) { return qw_type((qw_dtype)DT)->bytes; }
+INLINE __m256 ld8(int DT, const char *w, int64_t i) {
+    const char *p = w + i * esize(DT);
+    return DT == QW_F32 ? ld8_f32((const float *)p) : DT == QW_F16 ? ld8_f16((const uint16_t *)p) : ld8_bf16((const uint16_t *)p);
+}
+INLINE float ld1(int DT, const char *w, int64_t i) {
+    const char *p = w + i * esize(DT);
+    return DT == QW_F32 ? ld1_f32((const float *)p) : DT == QW_F16 ? ld1_f16((const uint16_t *)p) : ld1_bf16((const uint16_t *)p);
+}
 
 /* {sum(a), sum(b), sum(c), sum(d)} */
 INLINE __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d) {
@@ -75,91 +86,95 @@ INLINE float fma1(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-/* TILE(SUF, WT, LD8, LD1): tile_SUF(R rows (1 or 4) x T tokens (1..3)) over
- * the k block [c0, c0 + len): w and X point at column c0 of row 0 / token 0
- * (weight row stride ws), Y at (token 0, row 0). pf: 0 no
- * software prefetch, 1 prefetch PF_DIST ahead in each row, 2 prefetch the
- * next R-row block in step with this one (short rows). */
-#define TILE(SUF, WT, LD8, LD1)                                                                  \
-    INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
-                           int64_t ws, int64_t c0, int64_t len, const int R, const int T,        \
-                           const int pf) {                                                       \
-        __m256 acc[4][3];                                                                        \
-        UNROLL for (int r = 0; r < R; r++)                                                       \
-            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();                  \
-        int64_t i = 0;                                                                           \
-        for (; i + 8 <= len; i += 8) {                                                           \
-            if (pf == 1 && (i & 15) == 0) {                                                      \
-                UNROLL for (int r = 0; r < R; r++)                                               \
-                    _mm_prefetch((const char *)(w + r * ws + i) + PF_DIST, _MM_HINT_T0);         \
-            } else if (pf == 2 && (i & 15) == 0) {                                               \
-                const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);              \
-                _mm_prefetch(nx, _MM_HINT_T0);                                                   \
-                _mm_prefetch(nx + 64, _MM_HINT_T0);                                              \
-            }                                                                                    \
-            __m256 xv[3];                                                                        \
-            UNROLL for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(X + t * ldx + i);         \
-            UNROLL for (int r = 0; r < R; r++) {                                                 \
-                __m256 wv = LD8(w + r * ws + i);                                                 \
-                UNROLL for (int t = 0; t < T; t++)                                               \
-                    acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);                           \
-            }                                                                                    \
-        }                                                                                        \
-        UNROLL for (int t = 0; t < T; t++) {                                                     \
-            float out[4];                                                                        \
-            if (R == 4)                                                                          \
-                _mm_storeu_ps(out, hsum4x8(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));         \
-            else                                                                                 \
-                out[0] = _mm_cvtss_f32(hsum4x8(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));     \
-            UNROLL for (int r = 0; r < R; r++) {                                                 \
-                for (int64_t j = i; j < len; j++)                                                \
-                    out[r] = fma1(X[t * ldx + j], LD1(w + r * ws + j), out[r]);                  \
-                Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];                      \
-            }                                                                                    \
-        }                                                                                        \
-    }                                                                                            \
-    static void tile4_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
-                            int64_t ws, int64_t c0, int64_t len, int T, int pf) {                \
-        switch (T * 4 + pf) { /* pf a constant in each instance: no branch in the loop */        \
-        case 12: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 0); break;                     \
-        case 13: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 1); break;                     \
-        case 14: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 2); break;                     \
-        case 8: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 0); break;                      \
-        case 9: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 1); break;                      \
-        case 10: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 2); break;                      \
-        case 4: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 0); break;                      \
-        case 5: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 1); break;                      \
-        default: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 2); break;                     \
-        }                                                                                        \
-    }                                                                                            \
-    static void tile1_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
-                            int64_t ws, int64_t c0, int64_t len, int T) {                        \
-        if (T == 3) tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 3, 0);                         \
-        else if (T == 2) tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 2, 0);                    \
-        else tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 1, 0);                                \
-    }                                                                                            \
-    /* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len); w at column c0 of row o. */   \
-    static void rows_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0,       \
-                           int64_t t1, const WT *w, int64_t ws, int64_t o, int64_t c0,           \
-                           int64_t len, int R, int pf) {                                         \
-        /* 3 tokens: 12 accumulators + 3 activations + 1 weight vector = 16 ymm */              \
-        const int tmax = 3;                                                                      \
-        for (int64_t t = t0; t < t1; t += tmax) {                                                \
-            int T = t1 - t < tmax ? (int)(t1 - t) : tmax;                                        \
-            const float *x = X + t * ldx + c0;                                                   \
-            /* Y is read back after the tile's k loop when c0 > 0: ask for its lines \
-             * now, so the epilogue does not wait on L3 (large k: Y left L2). */                 \
-            if (c0 > 0)                                                                          \
-                for (int u = 0; u < T; u++) _mm_prefetch((const char *)(Y + (t + u) * ldy + o), _MM_HINT_T0); \
-            if (R == 4) tile4_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T,             \
-                                    t == t0 ? pf : 0);                                           \
-            else tile1_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T);                   \
-        }                                                                                        \
+/* R rows (1 or 4) x T tokens (1..3) of weight type DT over the k block
+ * [c0, c0 + len): w and X point at column c0 of row 0 / token 0 (weight
+ * row stride ws elements), Y at (token 0, row 0). pf: 0 no software
+ * prefetch, 1 prefetch PF_DIST ahead in each row, 2 prefetch the next
+ * R-row block in step with this one (short rows). */
+INLINE void tile(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, const char *w, int64_t ws, int64_t c0,
+                 int64_t len, const int R, const int T, const int pf) {
+    __m256 acc[4][3];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        if (pf == 1 && (i & 15) == 0) {
+            UNROLL for (int r = 0; r < R; r++) _mm_prefetch(w + (r * ws + i) * esize(DT) + PF_DIST, _MM_HINT_T0);
+        } else if (pf == 2 && (i & 15) == 0) {
+            const char *nx = w + (R * ws + (R - 1) * c0 + R * i) * esize(DT);
+            _mm_prefetch(nx, _MM_HINT_T0);
+            _mm_prefetch(nx + 64, _MM_HINT_T0);
+        }
+        __m256 xv[3];
+        UNROLL for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(X + t * ldx + i);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256 wv = ld8(DT, w, r * ws + i);
+            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
     }
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            _mm_storeu_ps(out, hsum4x8(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = _mm_cvtss_f32(hsum4x8(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));
+        UNROLL for (int r = 0; r < R; r++) {
+            for (int64_t j = i; j < len; j++) out[r] = fma1(X[t * ldx + j], ld1(DT, w, r * ws + j), out[r]);
+            Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];
+        }
+    }
+}
 
-TILE(f32, float, ld8_f32, ld1_f32)
-TILE(f16, uint16_t, ld8_f16, ld1_f16)
-TILE(bf16, uint16_t, ld8_bf16, ld1_bf16)
+/* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len) of type DT;
+ * w at column c0 of row o. The T and pf of each tile are constants in
+ * its case (no branch in the k loop). */
+INLINE void rows(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                 int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    /* 3 tokens: 12 accumulators + 3 activations + 1 weight vector = 16 ymm */
+    const int tmax = 3;
+    for (int64_t t = t0; t < t1; t += tmax) {
+        int T = t1 - t < tmax ? (int)(t1 - t) : tmax;
+        const float *x = X + t * ldx + c0;
+        float *y = Y + t * ldy + o;
+        /* Y is read back after the tile's k loop when c0 > 0: ask for its lines
+         * now, so the epilogue does not wait on L3 (large k: Y left L2). */
+        if (c0 > 0)
+            for (int u = 0; u < T; u++) _mm_prefetch((const char *)(Y + (t + u) * ldy + o), _MM_HINT_T0);
+        if (R == 4) {
+            switch (T * 4 + (t == t0 ? pf : 0)) {
+            case 12: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 3, 0); break;
+            case 13: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 3, 1); break;
+            case 14: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 3, 2); break;
+            case 8: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 2, 0); break;
+            case 9: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 2, 1); break;
+            case 10: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 2, 2); break;
+            case 4: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 1, 0); break;
+            case 5: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 1, 1); break;
+            default: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 1, 2); break;
+            }
+        } else if (T == 3) {
+            tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 3, 0);
+        } else if (T == 2) {
+            tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 2, 0);
+        } else {
+            tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 1, 0);
+        }
+    }
+}
+
+/* One instance per weight type (the prefill tiles use rows_f32). */
+static void rows_f32(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const float *w,
+                     int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_F32, Y, ldy, X, ldx, t0, t1, (const char *)w, ws, o, c0, len, R, pf);
+}
+static void rows_f16(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                     int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_F16, Y, ldy, X, ldx, t0, t1, w, ws, o, c0, len, R, pf);
+}
+static void rows_bf16(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                      int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_BF16, Y, ldy, X, ldx, t0, t1, w, ws, o, c0, len, R, pf);
+}
 
 /* ---- prefill: weights converted to float32 blocks ----
  * A block of tokens x one k block of X stays in L2 while every 4-row group
@@ -198,60 +213,66 @@ static void matmul_prefill(float *Y, int64_t ldy, const float *X, int64_t ldx, i
         }
 }
 
-#define CONV(SUF, WT, LD8)                                                                       \
-    static void conv_##SUF(float *dst, const char *src, int64_t len, const char *nx) {           \
-        const WT *w = (const WT *)src;                                                           \
-        int64_t j = 0;                                                                           \
-        for (; j + 8 <= len; j += 8) {                                                           \
-            if (nx && (j & 31) == 0) _mm_prefetch(nx + sizeof(WT) * j, _MM_HINT_T1);             \
-            _mm256_storeu_ps(dst + j, LD8(w + j));                                               \
-        }                                                                                        \
-        for (; j < len; j++) dst[j] = ld1_##SUF(w + j);                                          \
+/* 16-bit weights to float32 (exact), for the prefill tiles and to_f32. */
+INLINE void conv16(int DT, float *dst, const char *src, int64_t len, const char *nx) {
+    int64_t j = 0;
+    for (; j + 8 <= len; j += 8) {
+        if (nx && (j & 31) == 0) _mm_prefetch(nx + esize(DT) * j, _MM_HINT_T1);
+        _mm256_storeu_ps(dst + j, ld8(DT, src, j));
     }
-CONV(f16, uint16_t, ld8_f16)
-CONV(bf16, uint16_t, ld8_bf16)
+    for (; j < len; j++) dst[j] = ld1(DT, src, j);
+}
+static void conv_f16(float *dst, const char *src, int64_t len, const char *nx) { conv16(QW_F16, dst, src, len, nx); }
+static void conv_bf16(float *dst, const char *src, int64_t len, const char *nx) { conv16(QW_BF16, dst, src, len, nx); }
 
-/* MATMUL(SUF, WT, DT) defines matmul_SUF_avx2 for weight type WT.
- * n <= SMALL_N (decode and small batches) and f32 weights: each 4-row group
- * streams its rows from the mapping once per token block, converting in
- * registers for every token group (the block stays in L1). Larger n:
- * matmul_prefill. Both give each output the same operations (see above). */
-#define MATMUL(SUF, WT, DT)                                                                      \
-    static void matmul_##SUF##_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,          \
-                                    int64_t n, const void *W, int64_t k, int64_t o0,             \
-                                    int64_t o1) {                                                \
-        const WT *w = W;                                                                         \
-        if (k == 0) { /* empty sums: the k-block loop below would not store */                 \
-            for (int64_t t = 0; t < n; t++)                                                      \
-                for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                         \
-            return;                                                                              \
-        }                                                                                        \
-        if (sizeof(WT) == 2 && n > SMALL_N) {                                                    \
-            matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, DT, conv_##SUF);                     \
-            return;                                                                              \
-        }                                                                                        \
-        const int pf = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR ? 2 : 1;                           \
-        int64_t nb = L2_BLOCK / (k * 4);                                                         \
-        nb = nb < 3 ? 3 : nb - nb % 3;                                                           \
-        for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
-            int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
-            for (int64_t o = o0; o < o1;) {                                                      \
-                int R = o + 4 <= o1 ? 4 : 1;                                                     \
-                for (int64_t c0 = 0; c0 < k; c0 += KC) {                                         \
-                    int64_t len = k - c0 < KC ? k - c0 : KC;                                     \
-                    rows_##SUF(Y, ldy, X, ldx, t0, t1, w + o * k + c0, k, o, c0, len, R, pf);    \
-                }                                                                                \
-                o += R;                                                                          \
-            }                                                                                    \
-        }                                                                                        \
+/* The 16/32-bit weight types. n <= SMALL_N (decode and small batches) and
+ * f32 weights: each 4-row group streams its rows from the mapping once per
+ * token block, converting in registers for every token group (the block
+ * stays in L1). Larger n (16-bit): matmul_prefill. Both give each output
+ * the same operations (see above). */
+INLINE void matmul_elem(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                        int64_t k, int64_t o0, int64_t o1) {
+    const char *w = W;
+    if (k == 0) { /* empty sums: the k-block loop below would not store */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
+        return;
     }
+    if (DT != QW_F32 && n > SMALL_N) {
+        matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, (qw_dtype)DT, DT == QW_F16 ? conv_f16 : conv_bf16);
+        return;
+    }
+    const int pf = 4 * k * esize(DT) <= PF_NEAR ? 2 : 1;
+    int64_t nb = L2_BLOCK / (k * 4);
+    nb = nb < 3 ? 3 : nb - nb % 3;
+    for (int64_t t0 = 0; t0 < n; t0 += nb) {
+        int64_t t1 = t0 + nb < n ? t0 + nb : n;
+        for (int64_t o = o0; o < o1;) {
+            int R = o + 4 <= o1 ? 4 : 1;
+            for (int64_t c0 = 0; c0 < k; c0 += KC) {
+                int64_t len = k - c0 < KC ? k - c0 : KC;
+                const char *wb = w + (o * k + c0) * esize(DT);
+                if (DT == QW_F32) rows_f32(Y, ldy, X, ldx, t0, t1, (const float *)wb, k, o, c0, len, R, pf);
+                else if (DT == QW_F16) rows_f16(Y, ldy, X, ldx, t0, t1, wb, k, o, c0, len, R, pf);
+                else rows_bf16(Y, ldy, X, ldx, t0, t1, wb, k, o, c0, len, R, pf);
+            }
+            o += R;
+        }
+    }
+}
 
-/* f32 weights are never converted: always the direct path (conv unused). */
-#define conv_f32 NULL
-MATMUL(f32, float, QW_F32)
-#undef conv_f32
-MATMUL(f16, uint16_t, QW_F16)
-MATMUL(bf16, uint16_t, QW_BF16)
+static void matmul_f32_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                            int64_t o0, int64_t o1) {
+    matmul_elem(QW_F32, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_f16_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                            int64_t o0, int64_t o1) {
+    matmul_elem(QW_F16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_bf16_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_elem(QW_BF16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
 
 /* ---- Q8_0 ----
  * Each weight is converted exactly (int8 * f16 scale: 8 x 11 significant

@@ -37,6 +37,15 @@ INLINE __m512 ld16_bf16(const uint16_t *p, __mmask16 m) {
 INLINE __m512 ld16_f16(const uint16_t *p, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
+/* Elements [i, i + 16) (lanes m) of a row of 16/32-bit weights at w, by
+ * type DT (F32, F16, BF16: a constant in every specialised caller). */
+INLINE int64_t esize(int DT) { return qw_type((qw_dtype)DT)->bytes; }
+INLINE __m512 ld16(int DT, const char *w, int64_t i, __mmask16 m) {
+    const char *p = w + i * esize(DT);
+    return DT == QW_F32   ? ld16_f32((const float *)p, m)
+           : DT == QW_F16 ? ld16_f16((const uint16_t *)p, m)
+                          : ld16_bf16((const uint16_t *)p, m);
+}
 
 /* {sum(a), sum(b), sum(c), sum(d)} */
 INLINE __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
@@ -62,143 +71,162 @@ INLINE __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d) {
  * or first into a float32 buffer (prefill); both conversions are exact. */
 enum { PF_DIST = 1024, PF_NEAR = 16 * 1024, L2_BLOCK = 512 * 1024, KC = 512, SMALL_N = 8 };
 
-/* TILE(SUF, WT, LD16): tile_SUF(R rows (1 or 4) x T tokens (1..6)) over the
- * k block [c0, c0 + len): w and X point at column c0 of row 0 / token 0
- * (weight row stride ws), Y at (token 0, row 0). pf: 0 no software
- * prefetch, 1 PF_DIST ahead in each row, 2 the next R-row block in step
- * with this one (short rows). 24 accumulators + 4 weights + x fit in the
- * 32 zmm registers. */
-#define TILE4_CASES(SUF, T)                                                                      \
-    case T * 3: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 0); break;                      \
-    case T * 3 + 1: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 1); break;                  \
-    case T * 3 + 2: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, T, 2); break;
-#define TILE(SUF, WT, LD16)                                                                      \
-    /* One 16-column step at column i (lanes m) of every (row, token) accumulator. */            \
-    INLINE void step_##SUF(__m512 acc[4][6], const float *X, int64_t ldx, const WT *w,           \
-                           int64_t ws, int64_t c0, int64_t i, __mmask16 m, const int R,          \
-                           const int T, const int pf) {                                          \
-        if (pf == 1 && (i & 31) == 0) {                                                          \
-            UNROLL for (int r = 0; r < R; r++)                                                   \
-                _mm_prefetch((const char *)(w + r * ws + i) + PF_DIST, _MM_HINT_T0);             \
-        } else if (pf == 2) {                                                                    \
-            const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);                  \
-            for (int64_t q = 0; q < R * 16 * (int64_t)sizeof(WT); q += 64)                       \
-                _mm_prefetch(nx + q, _MM_HINT_T0);                                               \
-        }                                                                                        \
-        __m512 wv[4];                                                                            \
-        UNROLL for (int r = 0; r < R; r++) wv[r] = LD16(w + r * ws + i, m);                      \
-        UNROLL for (int t = 0; t < T; t++) {                                                     \
-            __m512 xv = _mm512_maskz_loadu_ps(m, X + t * ldx + i);                               \
-            UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]); \
-        }                                                                                        \
-    }                                                                                            \
-    INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
-                           int64_t ws, int64_t c0, int64_t len, const int R, const int T,        \
-                           const int pf) {                                                       \
-        __m512 acc[4][6];                                                                        \
-        UNROLL for (int r = 0; r < R; r++)                                                       \
-            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();                  \
-        /* whole 16-column steps unmasked, then at most one masked step: the     \
-         * same FMAs as masking every step (a full mask loads every lane) */     \
-        int64_t i = 0;                                                                           \
-        for (; i + 16 <= len; i += 16)                                                           \
-            step_##SUF(acc, X, ldx, w, ws, c0, i, (__mmask16)0xffff, R, T, pf);                 \
-        if (i < len) step_##SUF(acc, X, ldx, w, ws, c0, i, lanes(len - i), R, T, pf);           \
-        UNROLL for (int t = 0; t < T; t++) {                                                     \
-            float out[4];                                                                        \
-            if (R == 4)                                                                          \
-                _mm_storeu_ps(out, hsum4x16(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));        \
-            else                                                                                 \
-                out[0] = _mm_cvtss_f32(hsum4x16(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));    \
-            UNROLL for (int r = 0; r < R; r++)                                                   \
-                Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];                      \
-        }                                                                                        \
-    }                                                                                            \
-    static void tile4_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
-                            int64_t ws, int64_t c0, int64_t len, int T, int pf) {                \
-        switch (T * 3 + pf) { /* pf a constant in each instance: no branch in the loop */        \
-        TILE4_CASES(SUF, 6) TILE4_CASES(SUF, 5) TILE4_CASES(SUF, 4)                               \
-        TILE4_CASES(SUF, 3) TILE4_CASES(SUF, 2) TILE4_CASES(SUF, 1)                               \
-        default: break;                                                                          \
-        }                                                                                        \
-    }                                                                                            \
-    static void tile1_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
-                            int64_t ws, int64_t c0, int64_t len, int T) {                        \
-        switch (T) {                                                                             \
-        case 6: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 6, 0); break;                      \
-        case 5: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 5, 0); break;                      \
-        case 4: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 4, 0); break;                      \
-        case 3: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 3, 0); break;                      \
-        case 2: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 2, 0); break;                      \
-        default: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 1, 0); break;                     \
-        }                                                                                        \
-    }                                                                                            \
-    /* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len); w at column c0 of row o.      \
-     * The first token group streams the weights (prefetch); later ones hit L1. */               \
-    static void rows_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0,       \
-                           int64_t t1, const WT *w, int64_t ws, int64_t o, int64_t c0,           \
-                           int64_t len, int R, int pf) {                                         \
-        for (int64_t t = t0; t < t1; t += 6) {                                                   \
-            int T = t1 - t < 6 ? (int)(t1 - t) : 6;                                              \
-            const float *x = X + t * ldx + c0;                                                   \
-            if (R == 4) tile4_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T,             \
-                                    t == t0 ? pf : 0);                                           \
-            else tile1_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T);                   \
-        }                                                                                        \
+/* One 16-column step at column i (lanes m) of every (row, token)
+ * accumulator of an R-row x T-token tile of type DT: w and X point at
+ * column c0 of row 0 / token 0 (weight row stride ws elements). pf: 0 no
+ * software prefetch, 1 PF_DIST ahead in each row, 2 the next R-row block
+ * in step with this one (short rows). */
+INLINE void step(int DT, __m512 acc[4][6], const float *X, int64_t ldx, const char *w, int64_t ws, int64_t c0, int64_t i,
+                 __mmask16 m, const int R, const int T, const int pf) {
+    if (pf == 1 && (i & 31) == 0) {
+        UNROLL for (int r = 0; r < R; r++) _mm_prefetch(w + (r * ws + i) * esize(DT) + PF_DIST, _MM_HINT_T0);
+    } else if (pf == 2) {
+        const char *nx = w + (R * ws + (R - 1) * c0 + R * i) * esize(DT);
+        for (int64_t q = 0; q < R * 16 * esize(DT); q += 64) _mm_prefetch(nx + q, _MM_HINT_T0);
     }
-
-TILE(f32, float, ld16_f32)
-TILE(f16, uint16_t, ld16_f16)
-TILE(bf16, uint16_t, ld16_bf16)
-
-/* MATMUL(SUF, WT, LD16) defines matmul_SUF_avx512: tokens in L2-sized
- * blocks; for each 4-row x KC block the weights are read from the mapping
- * once: n <= SMALL_N converts them in registers (a 4 x 6 tile covers 6
- * tokens per pass), larger n converts them once into a float32 buffer
- * reused by every token of the block. */
-#define MATMUL(SUF, WT, LD16)                                                                    \
-    static void matmul_##SUF##_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx,        \
-                                      int64_t n, const void *W, int64_t k, int64_t o0,           \
-                                      int64_t o1) {                                              \
-        const WT *w = W;                                                                         \
-        if (k == 0) { /* empty sums: the k-block loop below would not store */                 \
-            for (int64_t t = 0; t < n; t++)                                                      \
-                for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                         \
-            return;                                                                              \
-        }                                                                                        \
-        float wbuf[4 * KC];                                                                      \
-        const int direct = sizeof(WT) == 4 || n <= SMALL_N;                                      \
-        const int pf = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR ? 2 : 1;                           \
-        int64_t nb = L2_BLOCK / (k * 4);                                                         \
-        nb = nb < 6 ? 6 : nb - nb % 6;                                                           \
-        for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
-            int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
-            for (int64_t o = o0; o < o1;) {                                                      \
-                int R = o + 4 <= o1 ? 4 : 1;                                                     \
-                for (int64_t c0 = 0; c0 < k; c0 += KC) {                                         \
-                    int64_t len = k - c0 < KC ? k - c0 : KC;                                     \
-                    if (direct) {                                                                \
-                        rows_##SUF(Y, ldy, X, ldx, t0, t1, w + o * k + c0, k, o, c0, len, R, pf);\
-                        continue;                                                                \
-                    }                                                                            \
-                    for (int r = 0; r < R; r++) {                                                \
-                        const WT *src = w + (o + r) * k + c0;                                    \
-                        for (int64_t j = 0; j < len; j += 16) {                                  \
-                            __mmask16 m = lanes(len - j);                                        \
-                            _mm_prefetch((const char *)(src + j) + PF_DIST, _MM_HINT_T0);        \
-                            _mm512_mask_storeu_ps(wbuf + r * KC + j, m, LD16(src + j, m));       \
-                        }                                                                        \
-                    }                                                                            \
-                    rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);                \
-                }                                                                                \
-                o += R;                                                                          \
-            }                                                                                    \
-        }                                                                                        \
+    __m512 wv[4];
+    UNROLL for (int r = 0; r < R; r++) wv[r] = ld16(DT, w, r * ws + i, m);
+    UNROLL for (int t = 0; t < T; t++) {
+        __m512 xv = _mm512_maskz_loadu_ps(m, X + t * ldx + i);
+        UNROLL for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
+}
 
-MATMUL(f32, float, ld16_f32)
-MATMUL(f16, uint16_t, ld16_f16)
-MATMUL(bf16, uint16_t, ld16_bf16)
+/* R rows (1 or 4) x T tokens (1..6) over the k block [c0, c0 + len), Y at
+ * (token 0, row 0). 24 accumulators + 4 weights + x fit in the 32 zmm
+ * registers. */
+INLINE void tile(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, const char *w, int64_t ws, int64_t c0,
+                 int64_t len, const int R, const int T, const int pf) {
+    __m512 acc[4][6];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    /* whole 16-column steps unmasked, then at most one masked step: the
+     * same FMAs as masking every step (a full mask loads every lane) */
+    int64_t i = 0;
+    for (; i + 16 <= len; i += 16) step(DT, acc, X, ldx, w, ws, c0, i, (__mmask16)0xffff, R, T, pf);
+    if (i < len) step(DT, acc, X, ldx, w, ws, c0, i, lanes(len - i), R, T, pf);
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            _mm_storeu_ps(out, hsum4x16(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = _mm_cvtss_f32(hsum4x16(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));
+        UNROLL for (int r = 0; r < R; r++) Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];
+    }
+}
+
+/* A 4-row tile of T tokens, pf a constant in each instance (no branch in
+ * the k loop). */
+INLINE void tile4_pf(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, const char *w, int64_t ws, int64_t c0,
+                     int64_t len, const int T, int pf) {
+    if (pf == 2) tile(DT, Y, ldy, X, ldx, w, ws, c0, len, 4, T, 2);
+    else if (pf == 1) tile(DT, Y, ldy, X, ldx, w, ws, c0, len, 4, T, 1);
+    else tile(DT, Y, ldy, X, ldx, w, ws, c0, len, 4, T, 0);
+}
+
+/* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len) of type DT;
+ * w at column c0 of row o. The first token group streams the weights
+ * (prefetch); later ones hit L1. */
+INLINE void rows(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                 int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    for (int64_t t = t0; t < t1; t += 6) {
+        int T = t1 - t < 6 ? (int)(t1 - t) : 6, p = t == t0 ? pf : 0;
+        const float *x = X + t * ldx + c0;
+        float *y = Y + t * ldy + o;
+        if (R == 4) {
+            switch (T) {
+            case 6: tile4_pf(DT, y, ldy, x, ldx, w, ws, c0, len, 6, p); break;
+            case 5: tile4_pf(DT, y, ldy, x, ldx, w, ws, c0, len, 5, p); break;
+            case 4: tile4_pf(DT, y, ldy, x, ldx, w, ws, c0, len, 4, p); break;
+            case 3: tile4_pf(DT, y, ldy, x, ldx, w, ws, c0, len, 3, p); break;
+            case 2: tile4_pf(DT, y, ldy, x, ldx, w, ws, c0, len, 2, p); break;
+            default: tile4_pf(DT, y, ldy, x, ldx, w, ws, c0, len, 1, p); break;
+            }
+        } else {
+            switch (T) {
+            case 6: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 6, 0); break;
+            case 5: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 5, 0); break;
+            case 4: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 4, 0); break;
+            case 3: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 3, 0); break;
+            case 2: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 2, 0); break;
+            default: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 1, 0); break;
+            }
+        }
+    }
+}
+
+/* One instance per weight type (the block types' tiles use rows_f32). */
+static void rows_f32(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const float *w,
+                     int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_F32, Y, ldy, X, ldx, t0, t1, (const char *)w, ws, o, c0, len, R, pf);
+}
+static void rows_f16(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                     int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_F16, Y, ldy, X, ldx, t0, t1, w, ws, o, c0, len, R, pf);
+}
+static void rows_bf16(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                      int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_BF16, Y, ldy, X, ldx, t0, t1, w, ws, o, c0, len, R, pf);
+}
+
+/* The 16/32-bit types: tokens in L2-sized blocks; for each 4-row x KC
+ * block the weights are read from the mapping once: n <= SMALL_N (and f32)
+ * converts them in registers (a 4 x 6 tile covers 6 tokens per pass),
+ * larger n converts them once into a float32 buffer reused by every token
+ * of the block. */
+INLINE void matmul_elem(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                        int64_t o0, int64_t o1) {
+    const char *w = W;
+    if (k == 0) { /* empty sums: the k-block loop below would not store */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
+        return;
+    }
+    float wbuf[4 * KC];
+    const int direct = DT == QW_F32 || n <= SMALL_N;
+    const int pf = 4 * k * esize(DT) <= PF_NEAR ? 2 : 1;
+    int64_t nb = L2_BLOCK / (k * 4);
+    nb = nb < 6 ? 6 : nb - nb % 6;
+    for (int64_t t0 = 0; t0 < n; t0 += nb) {
+        int64_t t1 = t0 + nb < n ? t0 + nb : n;
+        for (int64_t o = o0; o < o1;) {
+            int R = o + 4 <= o1 ? 4 : 1;
+            for (int64_t c0 = 0; c0 < k; c0 += KC) {
+                int64_t len = k - c0 < KC ? k - c0 : KC;
+                if (direct) {
+                    const char *wb = w + (o * k + c0) * esize(DT);
+                    if (DT == QW_F32) rows_f32(Y, ldy, X, ldx, t0, t1, (const float *)wb, k, o, c0, len, R, pf);
+                    else if (DT == QW_F16) rows_f16(Y, ldy, X, ldx, t0, t1, wb, k, o, c0, len, R, pf);
+                    else rows_bf16(Y, ldy, X, ldx, t0, t1, wb, k, o, c0, len, R, pf);
+                    continue;
+                }
+                for (int r = 0; r < R; r++) {
+                    const char *src = w + ((o + r) * k + c0) * esize(DT);
+                    for (int64_t j = 0; j < len; j += 16) {
+                        __mmask16 m = lanes(len - j);
+                        _mm_prefetch(src + j * esize(DT) + PF_DIST, _MM_HINT_T0);
+                        _mm512_mask_storeu_ps(wbuf + r * KC + j, m, ld16(DT, src, j, m));
+                    }
+                }
+                rows_f32(Y, ldy, X, ldx, t0, t1, wbuf, KC, o, c0, len, R, 0);
+            }
+            o += R;
+        }
+    }
+}
+
+static void matmul_f32_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                              int64_t o0, int64_t o1) {
+    matmul_elem(QW_F32, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_f16_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                              int64_t o0, int64_t o1) {
+    matmul_elem(QW_F16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_bf16_avx512(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_elem(QW_BF16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
 
 /* ---- GGML's block types (Q8_0, Q4_0 ... Q6_K) ----
  * Promise (kernels.h, README): a quantized file gives bitwise the logits of

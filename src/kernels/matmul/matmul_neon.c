@@ -37,6 +37,19 @@ INLINE void ld8_f32(const float *p, float32x4_t *lo, float32x4_t *hi) {
     *lo = vld1q_f32(p);
     *hi = vld1q_f32(p + 4);
 }
+/* Elements [i, i + 8) / element i of a row of 16/32-bit weights at w, by
+ * type DT (F32, F16, BF16: a constant in every specialised caller). */
+INLINE int64_t esize(int DT) { return qw_type((qw_dtype)DT)->bytes; }
+INLINE void ld8(int DT, const char *w, int64_t i, float32x4_t *lo, float32x4_t *hi) {
+    const char *p = w + i * esize(DT);
+    if (DT == QW_F32) ld8_f32((const float *)p, lo, hi);
+    else if (DT == QW_F16) ld8_f16((const uint16_t *)p, lo, hi);
+    else ld8_bf16((const uint16_t *)p, lo, hi);
+}
+INLINE float ld1(int DT, const char *w, int64_t i) {
+    const char *p = w + i * esize(DT);
+    return DT == QW_F32 ? ld1_f32((const float *)p) : DT == QW_F16 ? ld1_f16((const uint16_t *)p) : ld1_bf16((const uint16_t *)p);
+}
 
 /* {sum(a), sum(b), sum(c), sum(d)} */
 INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d) {
@@ -50,97 +63,82 @@ INLINE float32x4_t hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x
  * hsum4x4 reduces it (lane r depends only on input r, so 1-row and 4-row
  * tiles agree); the k % 8 tail is added with scalar fmaf in column order.
  * n = 1 runs the same tile (4 rows x 1 token) with software prefetch. */
-#define MATMUL(SUF, WT, LD8, LD1)                                                                \
-    /* R rows (1 or 4) x T tokens (1..4), full k, weights converted in registers. */             \
-    INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
-                           int64_t k, const int R, const int T) {                                \
-        float32x4_t acc[4][4];                                                                   \
-        UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] =        \
-            vdupq_n_f32(0.0f);                                                                   \
-        int64_t i = 0;                                                                           \
-        for (; i + 8 <= k; i += 8) {                                                             \
-            float32x4_t wl[4], wh[4];                                                            \
-            if (T == 1 && (i & 31) == 0)                                                         \
-                UNROLL for (int r = 0; r < R; r++) __builtin_prefetch(w + r * k + i + 256);       \
-            UNROLL for (int r = 0; r < R; r++) LD8(w + r * k + i, &wl[r], &wh[r]);               \
-            UNROLL for (int t = 0; t < T; t++) {                                                 \
-                float32x4_t xl = vld1q_f32(X + t * ldx + i), xh = vld1q_f32(X + t * ldx + i + 4); \
-                UNROLL for (int r = 0; r < R; r++) {                                             \
-                    acc[r][t] = vfmaq_f32(acc[r][t], wl[r], xl);                                 \
-                    acc[r][t] = vfmaq_f32(acc[r][t], wh[r], xh);                                 \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
-        UNROLL for (int t = 0; t < T; t++) {                                                     \
-            float out[4];                                                                        \
-            if (R == 4)                                                                          \
-                vst1q_f32(out, hsum4x4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));             \
-            else                                                                                 \
-                out[0] = vgetq_lane_f32(hsum4x4(acc[0][t], acc[0][t], acc[0][t], acc[0][t]), 0); \
-            UNROLL for (int r = 0; r < R; r++) {                                                 \
-                for (int64_t j = i; j < k; j++) out[r] = fmaf(X[t * ldx + j], LD1(w + r * k + j), out[r]); \
-                Y[t * ldy + r] = out[r];                                                         \
-            }                                                                                    \
-        }                                                                                        \
-    }                                                                                            \
-    static void tile_##SUF##_4_4(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
-                                 const WT *w, int64_t k) {                                       \
-        tile_##SUF(Y, ldy, X, ldx, w, k, 4, 4);                                                  \
-    }                                                                                            \
-    static void tile_##SUF##_4_2(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
-                                 const WT *w, int64_t k) {                                       \
-        tile_##SUF(Y, ldy, X, ldx, w, k, 4, 2);                                                  \
-    }                                                                                            \
-    static void tile_##SUF##_4_1(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
-                                 const WT *w, int64_t k) {                                       \
-        tile_##SUF(Y, ldy, X, ldx, w, k, 4, 1);                                                  \
-    }                                                                                            \
-    static void tile_##SUF##_1_4(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
-                                 const WT *w, int64_t k) {                                       \
-        tile_##SUF(Y, ldy, X, ldx, w, k, 1, 4);                                                  \
-    }                                                                                            \
-    static void tile_##SUF##_1_1(float *Y, int64_t ldy, const float *X, int64_t ldx,             \
-                                 const WT *w, int64_t k) {                                       \
-        tile_##SUF(Y, ldy, X, ldx, w, k, 1, 1);                                                  \
-    }                                                                                            \
-    static void matmul_##SUF##_neon(float *Y, int64_t ldy, const float *X, int64_t ldx,          \
-                                    int64_t n, const void *W, int64_t k, int64_t o0,             \
-                                    int64_t o1) {                                                \
-        const WT *w = W;                                                                         \
-        if (n == 1) {                                                                            \
-            int64_t o = o0;                                                                      \
-            for (; o + 4 <= o1; o += 4) tile_##SUF##_4_1(Y + o, ldy, X, ldx, w + o * k, k);     \
-            for (; o < o1; o++) tile_##SUF##_1_1(Y + o, ldy, X, ldx, w + o * k, k);              \
-            return;                                                                              \
-        }                                                                                        \
-        /* Token blocks whose activations fit in a 256 KiB L2 share. */                          \
-        int64_t nb = (256 * 1024) / (k * 4 > 0 ? k * 4 : 1);                                     \
-        nb = nb < 4 ? 4 : nb - nb % 4;                                                           \
-        for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
-            int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
-            int64_t o = o0;                                                                      \
-            for (; o + 4 <= o1; o += 4) {                                                        \
-                int64_t t = t0;                                                                  \
-                for (; t + 4 <= t1; t += 4)                                                      \
-                    tile_##SUF##_4_4(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
-                for (; t + 2 <= t1; t += 2)                                                      \
-                    tile_##SUF##_4_2(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
-                for (; t < t1; t++)                                                              \
-                    tile_##SUF##_4_1(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
-            }                                                                                    \
-            for (; o < o1; o++) {                                                                \
-                int64_t t = t0;                                                                  \
-                for (; t + 4 <= t1; t += 4)                                                      \
-                    tile_##SUF##_1_4(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
-                for (; t < t1; t++)                                                              \
-                    tile_##SUF##_1_1(Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * k, k);      \
-            }                                                                                    \
-        }                                                                                        \
+/* R rows (1 or 4) x T tokens (1..4) of type DT, full k, weights converted
+ * in registers. */
+INLINE void tile(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, const char *w, int64_t k, const int R,
+                 const int T) {
+    float32x4_t acc[4][4];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+        float32x4_t wl[4], wh[4];
+        if (T == 1 && (i & 31) == 0)
+            UNROLL for (int r = 0; r < R; r++) __builtin_prefetch(w + (r * k + i + 256) * esize(DT));
+        UNROLL for (int r = 0; r < R; r++) ld8(DT, w, r * k + i, &wl[r], &wh[r]);
+        UNROLL for (int t = 0; t < T; t++) {
+            float32x4_t xl = vld1q_f32(X + t * ldx + i), xh = vld1q_f32(X + t * ldx + i + 4);
+            UNROLL for (int r = 0; r < R; r++) {
+                acc[r][t] = vfmaq_f32(acc[r][t], wl[r], xl);
+                acc[r][t] = vfmaq_f32(acc[r][t], wh[r], xh);
+            }
+        }
     }
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            vst1q_f32(out, hsum4x4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = vgetq_lane_f32(hsum4x4(acc[0][t], acc[0][t], acc[0][t], acc[0][t]), 0);
+        UNROLL for (int r = 0; r < R; r++) {
+            for (int64_t j = i; j < k; j++) out[r] = fmaf(X[t * ldx + j], ld1(DT, w, r * k + j), out[r]);
+            Y[t * ldy + r] = out[r];
+        }
+    }
+}
 
-MATMUL(f32, float, ld8_f32, ld1_f32)
-MATMUL(f16, uint16_t, ld8_f16, ld1_f16)
-MATMUL(bf16, uint16_t, ld8_bf16, ld1_bf16)
+INLINE void matmul_elem(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                        int64_t o0, int64_t o1) {
+    const char *w = W;
+    const int64_t rs = k * esize(DT); /* row stride in bytes */
+    if (n == 1) {
+        int64_t o = o0;
+        for (; o + 4 <= o1; o += 4) tile(DT, Y + o, ldy, X, ldx, w + o * rs, k, 4, 1);
+        for (; o < o1; o++) tile(DT, Y + o, ldy, X, ldx, w + o * rs, k, 1, 1);
+        return;
+    }
+    /* Token blocks whose activations fit in a 256 KiB L2 share. */
+    int64_t nb = (256 * 1024) / (k * 4 > 0 ? k * 4 : 1);
+    nb = nb < 4 ? 4 : nb - nb % 4;
+    for (int64_t t0 = 0; t0 < n; t0 += nb) {
+        int64_t t1 = t0 + nb < n ? t0 + nb : n;
+        int64_t o = o0;
+        for (; o + 4 <= o1; o += 4) {
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) tile(DT, Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * rs, k, 4, 4);
+            for (; t + 2 <= t1; t += 2) tile(DT, Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * rs, k, 4, 2);
+            for (; t < t1; t++) tile(DT, Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * rs, k, 4, 1);
+        }
+        for (; o < o1; o++) {
+            int64_t t = t0;
+            for (; t + 4 <= t1; t += 4) tile(DT, Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * rs, k, 1, 4);
+            for (; t < t1; t++) tile(DT, Y + t * ldy + o, ldy, X + t * ldx, ldx, w + o * rs, k, 1, 1);
+        }
+    }
+}
+
+static void matmul_f32_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                            int64_t o0, int64_t o1) {
+    matmul_elem(QW_F32, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_f16_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                            int64_t o0, int64_t o1) {
+    matmul_elem(QW_F16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_bf16_neon(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_elem(QW_BF16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
 
 /* ---- Q8_0 ----
  * Weights converted exactly (int8 -> int16 -> int32 -> float32, times the

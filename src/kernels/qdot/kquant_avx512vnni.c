@@ -229,15 +229,23 @@ INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const u
     return 1;
 }
 
-#define KP_ENTRY(NAME, Q6, FIVE, DT)                                                                             \
-    static void NAME##_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, \
-                                  int64_t k, int64_t o0, int64_t o1) {                                            \
-        if (n > TILE_TOKENS && o1 > o0 && kp_matmul(Q6, FIVE, qw_type(DT)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;  \
-        NAME##_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                           \
-    }
-KP_ENTRY(matmul_q_q4_k, 0, 0, QW_Q4_K)
-KP_ENTRY(matmul_q_q5_k, 0, 1, QW_Q5_K)
-KP_ENTRY(matmul_q_q6_k, 1, 0, QW_Q6_K)
+/* The table's entries: prefill (n > TILE_TOKENS) on transposed super-blocks
+ * where a row and a token fit the scratch, else the tiles. */
+static void matmul_q_q4_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                     int64_t k, int64_t o0, int64_t o1) {
+    if (n > TILE_TOKENS && o1 > o0 && kp_matmul(0, 0, qw_type(QW_Q4_K)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;
+    matmul_q_q4_k_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                     int64_t k, int64_t o0, int64_t o1) {
+    if (n > TILE_TOKENS && o1 > o0 && kp_matmul(0, 1, qw_type(QW_Q5_K)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;
+    matmul_q_q5_k_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                     int64_t k, int64_t o0, int64_t o1) {
+    if (n > TILE_TOKENS && o1 > o0 && kp_matmul(1, 0, qw_type(QW_Q6_K)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;
+    matmul_q_q6_k_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
 
 const qw_kernels kernels_kquant_avx512vnni = {
     .matmul_q =

@@ -337,16 +337,27 @@ INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64
     matmul_q_decode(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
 }
 
-#define KERNEL(SUF, T)                                                                                           \
-    static void matmul_q_##SUF##_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,     \
-                                            const void *W, int64_t k, int64_t o0, int64_t o1) {                  \
-        matmul_q_generic(T, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                  \
-    }
-KERNEL(q8_0, QW_Q8_0)
-KERNEL(q4_0, QW_Q4_0)
-KERNEL(q4_1, QW_Q4_1)
-KERNEL(q5_0, QW_Q5_0)
-KERNEL(q5_1, QW_Q5_1)
+/* The table's entries: the loop above, one type each. */
+static void matmul_q_q8_0_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q8_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_0_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q4_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_1_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q4_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_0_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q5_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_1_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q5_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
 
 /* quantize_qa8: the rule of kernels.h, 32 floats (2 zmm) per block. */
 static void quantize_qa8_avx512vnni(void *dst, const float *x, int64_t k) {

@@ -100,16 +100,27 @@ static inline void matmul_q_neon(int T, float *Y, int64_t ldy, const void *XQ, i
     }
 }
 
-#define KERNEL(SUF, T)                                                                                       \
-    static void matmul_q_##SUF##_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,       \
-                                      const void *W, int64_t k, int64_t o0, int64_t o1) {                    \
-        matmul_q_neon(T, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                 \
-    }
-KERNEL(q8_0, QW_Q8_0)
-KERNEL(q4_0, QW_Q4_0)
-KERNEL(q4_1, QW_Q4_1)
-KERNEL(q5_0, QW_Q5_0)
-KERNEL(q5_1, QW_Q5_1)
+/* The table's entries: the loop above, one type each. */
+static void matmul_q_q8_0_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q8_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_0_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q4_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_1_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q4_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_0_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q5_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_1_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q5_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
 
 const qw_kernels kernels_qdot_neon = {
     .matmul_q =
