@@ -49,9 +49,20 @@ INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);
 }
 
-KQ_KERNEL(matmul_q_q4_k, tiles, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, QW_Q4_K)
-KQ_KERNEL(matmul_q_q5_k, tiles, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, QW_Q5_K)
-KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, QW_Q6_K)
+#include "kernels/qdot/kquant_x86_tiles.h"
+
+static void matmul_q_q4_k_tiles(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    kq_matmul_tiles(QW_Q4_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_k_tiles(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    kq_matmul_tiles(QW_Q5_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q6_k_tiles(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    kq_matmul_tiles(QW_Q6_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
 
 /* ---- prefill (n > TILE_TOKENS): super-blocks transposed ----
  * A super-block's 256 quants are 16 groups of 16 (group i: sub-block i % 8,
