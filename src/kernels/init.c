@@ -2,8 +2,9 @@
  *
  * Every level's table starts as a copy of the level below it, then that
  * level's op-family tables are laid over it: avx2 = ref + avx2 entries,
- * avx512 = avx2 + avx512 entries, neon = ref + neon entries. A level is offered only when it
- * is compiled in and the CPU/OS support it (cpu.c). QWENC_ISA forces a level;
+ * avx512 = avx2 + avx512 entries, neon = ref + neon entries. A level is
+ * offered only when it is compiled in and the CPU/OS support it (cpu.c).
+ * QWENC_ISA forces a level;
  * an unknown or unavailable name is an error, never a silent fallback.
  */
 #include <pthread.h>

@@ -641,6 +641,38 @@ static void check_conversions(void) {
     CHECK(!strcmp(qw_dtype_name(QW_BF16), "BF16"), "dtype name");
 }
 
+/* The generic table fill (init.c) and the traits table agree: every level
+ * has every entry (a level is its base with its families laid over it);
+ * a type has an integer kernel on every level exactly where qw_type says
+ * its activations are QA8; and each SIMD level really carries its own
+ * families (its matmul, rmsnorm, attn and matmul_q entries are not the
+ * reference's: a family left out of init.c's list fails here). */
+static void check_tables(void) {
+    const qw_kernels *ref = kernels_level("ref");
+    const char *const *names = kernels_level_names();
+    for (int i = 0; names[i]; i++) {
+        const qw_kernels *L = kernels_level(names[i]);
+        if (!L) continue;
+        int missing = 0, wrong_q = 0;
+        for (int t = 0; t < QW_DTYPE_COUNT; t++) {
+            missing += !L->matmul[t] + !L->to_f32[t];
+            wrong_q += (L->matmul_q[t] != NULL) != (qw_type((qw_dtype)t)->act == QW_ACT_QA8);
+            if (L->matmul_bf16act[t] && qw_type((qw_dtype)t)->act != QW_ACT_BF16) wrong_q++;
+        }
+        missing += !L->quantize_qa8 + !L->to_bf16 + !L->quantize_q8_0 + !L->rmsnorm + !L->silu_mul + !L->add + !L->attn;
+        CHECK(missing == 0, "%s: %d table entries missing", L->name, missing);
+        CHECK(wrong_q == 0, "%s: %d integer / bf16 kernels disagree with qw_type's activation format", L->name, wrong_q);
+        if (L != ref)
+            CHECK(L->matmul[QW_F32] != ref->matmul[QW_F32] && L->rmsnorm != ref->rmsnorm && L->attn != ref->attn &&
+                      L->matmul_q[QW_Q8_0] != ref->matmul_q[QW_Q8_0] && L->matmul_q[QW_Q4_K] != ref->matmul_q[QW_Q4_K],
+                  "%s: its own families are installed", L->name);
+    }
+    /* the traits agree with the dtype helpers and with GGML's block sizes */
+    CHECK(qw_type(QW_Q8_0)->bytes == 34 && qw_type(QW_Q4_K)->bytes == 144 && qw_type(QW_Q6_K)->bytes == 210 &&
+              qw_type(QW_Q5_1)->block == 32 && qw_type(QW_Q5_K)->block == 256 && qw_type(QW_BF16)->block == 1,
+          "type traits: GGML's block sizes");
+}
+
 static void check_dispatch(void) {
     qw_err err;
     const char *const *names = kernels_level_names();
@@ -675,6 +707,7 @@ static void check_dispatch(void) {
 int main(void) {
     check_conversions();
     check_dispatch();
+    check_tables();
     g_ref = kernels_level("ref");
     const char *const *names = kernels_level_names();
     printf("cpu: %s\n", kernels_cpu_features());
