@@ -1,7 +1,12 @@
-/* api.c - request parsing and response documents for the HTTP APIs (api.h). */
+/* api.c - request parsing and response documents of every protocol: the HTTP
+ * APIs, the Unix socket line and the stdin line (api.h). */
 #include "server/api.h"
 
+#include "server/infill.h"
+#include "server/tools.h"
+
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +76,13 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
     return -1;
 }
 
+int api_model_not_found(api_error *e, const char *name, const char *served) {
+    api_fail(e, 404, "model_not_found", "model", "the model '%.100s' does not exist; this server serves '%.100s'",
+             name, served);
+    e->type = "invalid_request_error"; /* as OpenAI answers */
+    return -1;
+}
+
 char *api_error_json(const api_error *e) {
     cJSON *root = cJSON_CreateObject();
     cJSON *err = cJSON_AddObjectToObject(root, "error");
@@ -83,6 +95,27 @@ char *api_error_json(const api_error *e) {
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;
+}
+
+char *api_utf8_lossy(const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    char *out = malloc(len * 3 + 1); /* each bad byte becomes 3 */
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t l = utf8_char_len(s + i, len - i);
+        if (l == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(out + o, s + i, l);
+        o += l;
+        i += l;
+    }
+    out[o] = '\0';
+    return out;
 }
 
 int api_utf8_valid(const char *str, size_t len) {
@@ -167,34 +200,47 @@ int api_parse_sampling(const void *json, qw_sampling *s, api_error *e) {
 
 /* ---- unsupported fields ------------------------------------------------- */
 
+/* n, best_of, logprobs, top_logprobs, echo. */
+static int parse_choices(const cJSON *o, api_kind kind, api_req *r, api_error *e) {
+    long long n = 1, best = -1, k = 0;
+    if (get_int(o, "n", 1, API_MAX_N, &n, e) < 0) return -1;
+    int got_best = get_int(o, "best_of", 1, API_MAX_N, &best, e);
+    if (got_best < 0) return -1;
+    if (got_best && best != n)
+        return api_fail(e, 400, "unsupported_value", "best_of",
+                        "'best_of' must equal 'n' (%lld): every sequence is returned, none is picked", n);
+    r->n = (int)n;
+    if (kind == API_CHAT) {
+        if (get_bool(o, "logprobs", &r->logprobs, e) < 0) return -1;
+        int got = get_int(o, "top_logprobs", 0, QW_MAX_TOP_LOGPROBS, &k, e);
+        if (got < 0) return -1;
+        if (got && !r->logprobs)
+            return api_fail(e, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        r->top_logprobs = (int)k;
+    } else {
+        /* An integer (the alternatives per token); false, like null, is off. */
+        const cJSON *lpj = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+        int got = cJSON_IsFalse(lpj) ? 0 : get_int(o, "logprobs", 0, QW_MAX_TOP_LOGPROBS, &k, e);
+        if (got < 0) return -1;
+        r->logprobs = got;
+        r->top_logprobs = (int)k;
+        if (get_bool(o, "echo", &r->echo, e) < 0) return -1;
+    }
+    return 0;
+}
+
 static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
     const cJSON *j;
-    long long n = 1;
-    if (get_int(o, "n", -1000000, 1000000, &n, e) < 0) return -1;
-    if (n != 1)
-        return api_fail(e, 400, "unsupported_value", "n", "'n' must be 1 (one choice per request); got %lld", n);
-    j = cJSON_GetObjectItemCaseSensitive(o, "best_of");
-    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 1))
-        return api_fail(e, 400, "unsupported_value", "best_of", "'best_of' other than 1 is not supported");
-    j = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
-    if (is_present(j) && !cJSON_IsFalse(j))
-        return api_fail(e, 400, "unsupported_field", "logprobs", "'logprobs' is not supported");
-    j = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs");
-    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 0))
-        return api_fail(e, 400, "unsupported_field", "top_logprobs", "'top_logprobs' is not supported");
-    static const char *const lists[] = {"tools", "functions"};
-    for (int i = 0; i < 2; i++) {
-        j = cJSON_GetObjectItemCaseSensitive(o, lists[i]);
-        if (is_present(j) && !(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0))
-            return api_fail(e, 400, "unsupported_field", lists[i], "'%s' (function calling) is not supported",
-                            lists[i]);
-    }
-    static const char *const choices[] = {"tool_choice", "function_call"};
-    for (int i = 0; i < 2; i++) {
-        j = cJSON_GetObjectItemCaseSensitive(o, choices[i]);
-        if (is_present(j) && !(cJSON_IsString(j) && (!strcmp(j->valuestring, "none") || !strcmp(j->valuestring, "auto"))))
-            return api_fail(e, 400, "unsupported_field", choices[i], "'%s' (function calling) is not supported",
-                            choices[i]);
+    /* tools / tool_choice / parallel_tool_calls / functions: tools_parse()
+     * for chat; a completion has no messages to call from. */
+    if (kind != API_CHAT) {
+        static const char *const chat_only[] = {"tools", "tool_choice", "functions", "function_call"};
+        for (int i = 0; i < 4; i++) {
+            j = cJSON_GetObjectItemCaseSensitive(o, chat_only[i]);
+            if (is_present(j) && !(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0))
+                return api_fail(e, 400, "unsupported_field", chat_only[i],
+                                "'%s' (function calling) is only served on /v1/chat/completions", chat_only[i]);
+        }
     }
     j = cJSON_GetObjectItemCaseSensitive(o, "response_format");
     if (is_present(j)) {
@@ -220,13 +266,11 @@ static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
         if (!ok)
             return api_fail(e, 400, "unsupported_field", "modalities", "only the \"text\" modality is supported");
     }
-    if (kind == API_COMPLETION) {
-        j = cJSON_GetObjectItemCaseSensitive(o, "echo");
-        if (is_present(j) && !cJSON_IsFalse(j))
-            return api_fail(e, 400, "unsupported_field", "echo", "'echo' is not supported");
+    if (kind == API_CHAT) {
         j = cJSON_GetObjectItemCaseSensitive(o, "suffix");
-        if (is_present(j) && !(cJSON_IsString(j) && j->valuestring[0] == '\0'))
-            return api_fail(e, 400, "unsupported_field", "suffix", "'suffix' is not supported");
+        if (is_present(j))
+            return api_fail(e, 400, "unsupported_field", "suffix",
+                            "'suffix' (code infill) is served on /v1/completions and /infill, not chat");
     }
     return 0;
 }
@@ -330,7 +374,30 @@ static int message_content(const cJSON *c, int idx, char **out, api_error *e) {
     return 0;
 }
 
-static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+static int parse_messages(const cJSON *o, const char *body, size_t len, const api_limits *lim, api_req *r,
+                          api_error *e) {
+    api_tools tools;
+    if (tools_parse(o, body, len, &tools, e) < 0) return -1;
+    qw_chat_opts opts = {.add_generation_prompt = 1};
+    if (tools.mode != TOOLS_OFF) {
+        opts.tools = tools.json;
+        opts.tools_len = tools.json_len;
+    }
+    r->tools_mode = (int)tools.mode;
+    r->tools_parallel = tools.parallel;
+    if ((tools.mode == TOOLS_REQUIRED || tools.mode == TOOLS_NAMED) && tools_gbnf(o, &tools, &r->grammar, e) < 0)
+        return -1;
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
+    if (is_present(kw)) {
+        int think = 1;
+        if (!cJSON_IsObject(kw))
+            return api_fail(e, 400, "invalid_type", "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        if (get_bool(kw, "enable_thinking", &think, e) < 0) {
+            snprintf(e->param, sizeof e->param, "chat_template_kwargs.enable_thinking");
+            return -1;
+        }
+        opts.no_thinking = !think;
+    }
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
     if (!is_present(msgs)) return api_fail(e, 400, "missing_field", "messages", "'messages' is required");
     if (!cJSON_IsArray(msgs)) return api_fail(e, 400, "invalid_type", "messages", "'messages' must be a list");
@@ -338,8 +405,9 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
     if (n == 0) return api_fail(e, 400, "invalid_value", "messages", "'messages' is empty");
     qw_chat_msg *cm = calloc((size_t)n, sizeof *cm);
     char **contents = calloc((size_t)n, sizeof *contents);
+    qw_tool_call **calls = calloc((size_t)n, sizeof *calls);
     int rc = -1, i = 0;
-    if (!cm || !contents) {
+    if (!cm || !contents || !calls) {
         api_fail(e, 500, "out_of_memory", "messages", "out of memory");
         goto out;
     }
@@ -368,11 +436,16 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
                      "'%s' is \"%.40s\"; expected system, developer, user, assistant or tool", param, rs);
             goto out;
         }
-        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-        if (is_present(tc) && !(cJSON_IsArray(tc) && cJSON_GetArraySize(tc) == 0)) {
-            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-            api_fail(e, 400, "unsupported_field", param, "'%s' (function calling) is not supported", param);
-            goto out;
+        if (tools_message_calls(m, i, &calls[i], &cm[i].n_tool_calls, e) < 0) goto out;
+        cm[i].tool_calls = calls[i];
+        const cJSON *rcj = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+        if (is_present(rcj)) {
+            if (!cJSON_IsString(rcj)) {
+                snprintf(param, sizeof param, "messages[%d].reasoning_content", i);
+                api_fail(e, 400, "invalid_type", param, "'%s' must be a string", param);
+                goto out;
+            }
+            cm[i].reasoning_content = rcj->valuestring;
         }
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (!content && strcmp(rs, "assistant") != 0) {
@@ -389,8 +462,14 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
         int32_t *ids = NULL;
         size_t nids = 0;
         qw_err err;
-        if (chat_encode(lim->tok, cm, (size_t)n, 1, &ids, &nids, &err) != 0) {
-            api_fail(e, 500, "tokenizer_error", "messages", "cannot encode the messages: %s", err.msg);
+        qw_chat_family fam = tok_chat_family(lim->tok);
+        if (fam != CHAT_QWEN25 && fam != CHAT_QWEN25_CODER && fam != CHAT_QWEN3) {
+            chat_encode_opts(lim->tok, &opts, cm, (size_t)n, &ids, &nids, &err); /* for its message */
+            api_fail(e, 400, "unsupported_chat_template", "messages", "%s", err.msg);
+            goto out;
+        }
+        if (chat_encode_opts(lim->tok, &opts, cm, (size_t)n, &ids, &nids, &err) != 0) {
+            api_fail(e, 400, "invalid_value", "messages", "cannot render the messages: %s", err.msg);
             goto out;
         }
         rc = set_prompt(r, ids, nids, lim, "messages", e);
@@ -398,6 +477,9 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
 out:
     if (contents)
         for (int k = 0; k < n; k++) free(contents[k]);
+    if (calls)
+        for (int k = 0; k < n; k++) free(calls[k]);
+    free(calls);
     free(contents);
     free(cm);
     return rc;
@@ -445,11 +527,73 @@ static int parse_completion_prompt(const cJSON *o, const api_limits *lim, api_re
     } else {
         qw_chat_msg m[2];
         size_t nm = 0;
-        if (system) m[nm++] = (qw_chat_msg){"system", system};
-        m[nm++] = (qw_chat_msg){"user", p->valuestring};
+        if (system) m[nm++] = (qw_chat_msg){.role = "system", .content = system};
+        m[nm++] = (qw_chat_msg){.role = "user", .content = p->valuestring};
         rc = chat_encode(lim->tok, m, nm, 1, &ids, &n, &err);
     }
     if (rc != 0) return api_fail(e, 500, "tokenizer_error", "prompt", "cannot encode the prompt: %s", err.msg);
+    return set_prompt(r, ids, n, lim, "prompt", e);
+}
+
+/* "stop_token_ids": a list of ids in [0, vocab). */
+static int parse_stop_ids(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "stop_token_ids");
+    if (!is_present(j)) return 0;
+    if (!cJSON_IsArray(j))
+        return api_fail(e, 400, "invalid_type", "stop_token_ids", "'stop_token_ids' must be a list of token ids");
+    if (cJSON_GetArraySize(j) > API_MAX_STOP_IDS / 2)
+        return api_fail(e, 400, "invalid_value", "stop_token_ids", "'stop_token_ids' has more than %d ids",
+                        API_MAX_STOP_IDS / 2);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble >= lim->vocab)
+            return api_fail(e, 400, "invalid_value", "stop_token_ids", "'stop_token_ids' must hold ids in [0, %d)",
+                            lim->vocab);
+        r->stop_ids[r->n_stop_ids++] = (int32_t)it->valuedouble;
+    }
+    return 0;
+}
+
+/* An infill ends at the FIM and repository tokens as well (Qwen's examples
+ * pass them as eos_token_id). */
+static void add_fim_stops(api_req *r, const qw_tok *tok) {
+    int32_t ids[16];
+    int n = fim_stop_ids(tok, ids, 16);
+    for (int i = 0; i < n && r->n_stop_ids < API_MAX_STOP_IDS; i++) r->stop_ids[r->n_stop_ids++] = ids[i];
+}
+
+/* /infill: llama-server's fields as a Qwen2.5-Coder FIM prompt (infill.h). */
+static int parse_infill(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    api_infill in;
+    if (infill_parse(o, &in, e) < 0) return -1;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = infill_encode(&in, lim->tok, &ids, &n, e);
+    infill_free(&in);
+    if (rc < 0) return -1;
+    add_fim_stops(r, lim->tok);
+    return set_prompt(r, ids, n, lim, "input_prefix", e);
+}
+
+/* /v1/completions with "suffix": prompt = the code before, suffix = after. */
+static int parse_suffix(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    const char *suffix = NULL, *prompt = NULL;
+    if (get_str(o, "suffix", &suffix, e) < 0) return -1;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
+    if (!is_present(p)) return api_fail(e, 400, "missing_field", "prompt", "'prompt' is required");
+    if (!cJSON_IsString(p))
+        return api_fail(e, 400, "invalid_type", "prompt", "'prompt' must be a string when 'suffix' is given (code infill)");
+    prompt = p->valuestring;
+    api_infill in = {.fim = {.prefix = prompt, .suffix = suffix}};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (infill_encode(&in, lim->tok, &ids, &n, e) < 0) {
+        if (!e->param[0]) snprintf(e->param, sizeof e->param, "suffix");
+        return -1;
+    }
+    add_fim_stops(r, lim->tok);
     return set_prompt(r, ids, n, lim, "prompt", e);
 }
 
@@ -466,6 +610,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         goto out;
     }
     if (unsupported(o, kind, e) < 0) goto out;
+    if (parse_choices(o, kind, r, e) < 0) goto out;
     if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
     r->seed_set = is_present(cJSON_GetObjectItemCaseSensitive(o, "seed"));
     if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
@@ -485,20 +630,45 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         }
     }
     const char *model = NULL;
-    if (get_str(o, "model", &model, e) < 0) goto out; /* any name is accepted */
+    if (get_str(o, "model", &model, e) < 0) goto out;
+    if (model && lim->model_id && !lim->any_model && strcmp(model, lim->model_id) != 0) {
+        api_model_not_found(e, model, lim->model_id);
+        goto out;
+    }
     if (parse_stop(o, r, e) < 0) goto out;
+    if (parse_stop_ids(o, lim, r, e) < 0) goto out;
 
     long long mt;
     int got;
-    if (kind == API_COMPLETION) {
+    if (kind == API_INFILL) {
+        if (r->n != 1 || r->logprobs || r->echo) {
+            const char *f = r->n != 1 ? "n" : r->logprobs ? "logprobs" : "echo";
+            api_fail(e, 400, "unsupported_field", f, "'%s' is not supported on /infill (one plain answer)", f);
+            goto out;
+        }
+        if (r->stream) {
+            api_fail(e, 400, "unsupported_value", "stream", "'stream' is not supported on /infill (use /v1/completions "
+                                                            "with 'suffix' for a streamed infill)");
+            goto out;
+        }
+        mt = API_INFILL_DEFAULT;
+        if ((got = get_int(o, "max_tokens", 0, lim->n_ctx, &mt, e)) < 0) goto out;
+        if ((got = get_int(o, "n_predict", -1, lim->n_ctx, &mt, e)) < 0) goto out;
+        if (parse_infill(o, lim, r, e) < 0) goto out;
+        if (mt < 0 || mt > lim->n_ctx - r->n_prompt) mt = lim->n_ctx - r->n_prompt; /* -1: until the context is full */
+    } else if (kind == API_COMPLETION) {
         mt = lim->completion_default;
         if ((got = get_int(o, "max_tokens", 0, lim->completion_max_tokens, &mt, e)) < 0) goto out;
-        if (parse_completion_prompt(o, lim, r, e) < 0) goto out;
+        if (is_present(cJSON_GetObjectItemCaseSensitive(o, "suffix"))) {
+            if (parse_suffix(o, lim, r, e) < 0) goto out;
+        } else if (parse_completion_prompt(o, lim, r, e) < 0) {
+            goto out;
+        }
     } else {
         mt = -1;
         if ((got = get_int(o, "max_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
         if ((got = get_int(o, "max_completion_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
-        if (parse_messages(o, lim, r, e) < 0) goto out;
+        if (parse_messages(o, body, len, lim, r, e) < 0) goto out;
         if (mt < 0) mt = lim->n_ctx - r->n_prompt; /* until the context is full */
     }
     r->max_tokens = (int)mt;
@@ -511,11 +681,178 @@ out:
 
 void api_req_free(api_req *r) {
     free(r->prompt);
+    free(r->grammar);
+    r->grammar = NULL;
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     r->prompt = NULL;
     r->stop = NULL;
     r->n_prompt = r->n_stop = 0;
+}
+
+int stdin_parse_line(const char *line, size_t len, int vocab, int max_limit, int32_t **ids, int *n,
+                     int *max_tokens, char *msg, size_t msg_len) {
+    *ids = NULL;
+    *n = 0;
+    const char *bar = memchr(line, '|', len);
+    if (!bar) {
+        snprintf(msg, msg_len, "expected 'IDS|MAX_TOKENS', e.g. '151644 8948 198|20' (no '|' found)");
+        return -1;
+    }
+    if (memchr(bar + 1, '|', len - (size_t)(bar + 1 - line))) {
+        snprintf(msg, msg_len, "more than one '|' in the line");
+        return -1;
+    }
+    /* max_tokens */
+    const char *p = bar + 1, *end = line + len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    const char *q = end;
+    while (q > p && (q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\r')) q--;
+    if (p == q) {
+        snprintf(msg, msg_len, "missing max_tokens after '|'");
+        return -1;
+    }
+    long long mt = 0;
+    for (const char *c = p; c < q; c++) {
+        if (*c < '0' || *c > '9' || mt > INT_MAX) {
+            snprintf(msg, msg_len, "max_tokens '%.*s' is not a non-negative integer", (int)(q - p > 40 ? 40 : q - p), p);
+            return -1;
+        }
+        mt = mt * 10 + (*c - '0');
+    }
+    if (mt > max_limit) {
+        snprintf(msg, msg_len, "max_tokens %lld is more than the context (%d)", mt, max_limit);
+        return -1;
+    }
+    /* ids */
+    size_t cap = 16;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    int cnt = 0;
+    p = line;
+    while (p < bar) {
+        while (p < bar && (*p == ' ' || *p == '\t' || *p == ',')) p++;
+        if (p == bar) break;
+        const char *s = p;
+        long long x = 0;
+        while (p < bar && *p != ' ' && *p != '\t' && *p != ',') {
+            if (*p < '0' || *p > '9' || x >= vocab) {
+                while (p < bar && *p != ' ' && *p != '\t' && *p != ',') p++;
+                snprintf(msg, msg_len, "token %d ('%.*s') is not a token id in [0, %d)", cnt + 1,
+                         (int)(p - s > 40 ? 40 : p - s), s, vocab);
+                free(v);
+                return -1;
+            }
+            x = x * 10 + (*p - '0');
+            p++;
+        }
+        if (x >= vocab) {
+            snprintf(msg, msg_len, "token %d (%lld) is not a token id in [0, %d)", cnt + 1, x, vocab);
+            free(v);
+            return -1;
+        }
+        if ((size_t)cnt == cap) {
+            cap *= 2;
+            int32_t *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                snprintf(msg, msg_len, "out of memory");
+                return -1;
+            }
+            v = nv;
+        }
+        v[cnt++] = (int32_t)x;
+    }
+    if (cnt == 0) {
+        free(v);
+        snprintf(msg, msg_len, "no token ids before '|'");
+        return -1;
+    }
+    *ids = v;
+    *n = cnt;
+    *max_tokens = (int)mt;
+    return 0;
+}
+
+
+/* ---- the token protocols (Unix socket, stdin) --------------------------- */
+
+int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_SOCKET;
+    r->n = 1;
+    r->sampling = lim->sampling;
+    if (!api_utf8_valid(line, len)) return api_fail(e, 400, "invalid_utf8", NULL, "the request is not valid UTF-8");
+    cJSON *o = cJSON_ParseWithLength(line, len);
+    if (!o)
+        return api_fail(e, 400, "invalid_json", NULL,
+                        "the request is not valid JSON; expected {\"tokens\": [ids], \"max_tokens\": n}");
+    int rc = -1;
+    if (!cJSON_IsObject(o)) {
+        api_fail(e, 400, "invalid_json", NULL, "the request must be a JSON object");
+        goto out;
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tokens");
+    if (!t) {
+        api_fail(e, 400, "missing_field", "tokens", "'tokens' is required");
+        goto out;
+    }
+    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0) {
+        api_fail(e, 400, "invalid_type", "tokens", "'tokens' must be a non-empty list of token ids");
+        goto out;
+    }
+    int n = cJSON_GetArraySize(t);
+    r->prompt = malloc((size_t)n * sizeof *r->prompt);
+    if (!r->prompt) {
+        api_fail(e, 500, "out_of_memory", NULL, "out of memory");
+        goto out;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, t) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble >= lim->vocab) {
+            api_fail(e, 400, "invalid_value", "tokens", "'tokens'[%d] is not a token id in [0, %d)", r->n_prompt,
+                     lim->vocab);
+            goto out;
+        }
+        r->prompt[r->n_prompt++] = (int32_t)it->valuedouble;
+    }
+    long long mt = 50;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
+    if (is_present(m)) {
+        if (!cJSON_IsNumber(m) || m->valuedouble != floor(m->valuedouble) || m->valuedouble < 0 ||
+            m->valuedouble > lim->n_ctx) {
+            api_fail(e, 400, "invalid_value", "max_tokens", "'max_tokens' must be an integer in [0, %d]", lim->n_ctx);
+            goto out;
+        }
+        mt = (long long)m->valuedouble;
+    }
+    r->max_tokens = (int)mt;
+    if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
+    if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
+    int spec = 1;
+    if (get_bool(o, "speculative", &spec, e) < 0) goto out;
+    r->no_spec = !spec;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    if (rc != 0) api_req_free(r);
+    return rc;
+}
+
+int api_parse_stdin(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_STDIN;
+    r->n = 1;
+    r->sampling = lim->sampling;
+    char msg[256];
+    if (stdin_parse_line(line, len, lim->vocab, lim->n_ctx, &r->prompt, &r->n_prompt, &r->max_tokens, msg,
+                         sizeof msg) != 0)
+        return api_fail(e, 400, "invalid_value", NULL, "%s", msg);
+    return 0;
 }
 
 /* ---- tokenize / detokenize --------------------------------------------- */
@@ -626,11 +963,12 @@ static cJSON *str_n(const char *s, size_t n) {
 
 static double round3(double x) { return isfinite(x) ? floor(x * 1000.0 + 0.5) / 1000.0 : 0.0; }
 
-static void add_usage(cJSON *root, int prompt, int gen, int drafted, int accepted) {
+static void add_usage(cJSON *root, int prompt, int gen, int drafted, int accepted, int cached) {
     cJSON *u = cJSON_AddObjectToObject(root, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", gen);
     cJSON_AddNumberToObject(u, "total_tokens", prompt + gen);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", cached);
     cJSON *d = cJSON_AddObjectToObject(u, "completion_tokens_details");
     cJSON_AddNumberToObject(d, "draft_tokens", drafted);
     cJSON_AddNumberToObject(d, "accepted_draft_tokens", accepted);
@@ -651,18 +989,39 @@ static char *print_free(cJSON *root) {
     return s;
 }
 
+/* The choices of r: its array, or the one choice its text and finish make. */
+static int choices_of(const api_result *r, const api_choice **c, api_choice *one) {
+    if (r->n_choices > 0) {
+        *c = r->choices;
+        return r->n_choices;
+    }
+    *one = (api_choice){.text = r->text, .text_len = r->text_len, .finish = r->finish};
+    *c = one;
+    return 1;
+}
+
+static void add_logprobs(cJSON *c, void *lp) {
+    if (lp) cJSON_AddItemToObject(c, "logprobs", (cJSON *)lp);
+    else cJSON_AddNullToObject(c, "logprobs");
+}
+
 char *api_completion_json(const api_meta *m, const api_result *r) {
     cJSON *root = head(m, "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToObject(c, "text", str_n(r->text, r->text_len));
-    cJSON_AddNumberToObject(c, "index", 0);
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", r->finish);
-    cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
-    /* The seed's fields. */
-    cJSON_AddItemToObject(root, "text", str_n(r->text, r->text_len));
+    api_choice one;
+    const api_choice *ch;
+    int n = choices_of(r, &ch, &one);
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToObject(c, "text", str_n(ch[i].text, ch[i].text_len));
+        cJSON_AddNumberToObject(c, "index", i);
+        add_logprobs(c, ch[i].logprobs);
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish);
+        cJSON_AddItemToArray(choices, c);
+    }
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens, r->cached_tokens);
+    /* The seed's fields (the first choice). */
+    cJSON_AddItemToObject(root, "text", str_n(ch[0].text, ch[0].text_len));
     cJSON_AddNumberToObject(root, "prompt_tokens", r->prompt_tokens);
     cJSON_AddNumberToObject(root, "gen_tokens", r->gen_tokens);
     cJSON_AddNumberToObject(root, "prefill_tps", round3(r->prefill_tps));
@@ -674,15 +1033,20 @@ char *api_completion_json(const api_meta *m, const api_result *r) {
 char *api_chat_json(const api_meta *m, const api_result *r) {
     cJSON *root = head(m, "chat.completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    cJSON *msg = cJSON_AddObjectToObject(c, "message");
-    cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddItemToObject(msg, "content", str_n(r->text, r->text_len));
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", r->finish);
-    cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
+    api_choice one;
+    const api_choice *ch;
+    int n = choices_of(r, &ch, &one);
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddItemToObject(msg, "content", str_n(ch[i].text, ch[i].text_len));
+        add_logprobs(c, ch[i].logprobs);
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish);
+        cJSON_AddItemToArray(choices, c);
+    }
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens, r->cached_tokens);
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(t, "prefill_tps", round3(r->prefill_tps));
     cJSON_AddNumberToObject(t, "decode_tps", round3(r->decode_tps));
@@ -692,14 +1056,20 @@ char *api_chat_json(const api_meta *m, const api_result *r) {
 
 char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text, size_t text_len,
                     const char *finish, const api_usage *usage) {
+    return api_sse_chunk_at(kind, m, 0, role, text, text_len, finish, NULL, usage);
+}
+
+char *api_sse_chunk_at(api_kind kind, const api_meta *m, int index, const char *role, const char *text,
+                       size_t text_len, const char *finish, void *logprobs, const api_usage *usage) {
     cJSON *root = head(m, kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
     if (usage) {
         add_usage(root, usage->prompt_tokens, usage->completion_tokens, usage->draft_tokens,
-                  usage->accepted_draft_tokens);
+                  usage->accepted_draft_tokens, usage->cached_tokens);
+        if (logprobs) cJSON_Delete(logprobs);
     } else {
         cJSON *c = cJSON_CreateObject();
-        cJSON_AddNumberToObject(c, "index", 0);
+        cJSON_AddNumberToObject(c, "index", index);
         if (kind == API_CHAT) {
             cJSON *d = cJSON_AddObjectToObject(c, "delta");
             if (role) {
@@ -711,7 +1081,7 @@ char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const ch
         } else {
             cJSON_AddItemToObject(c, "text", text ? str_n(text, text_len) : cJSON_CreateString(""));
         }
-        cJSON_AddNullToObject(c, "logprobs");
+        add_logprobs(c, logprobs);
         if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
         else cJSON_AddNullToObject(c, "finish_reason");
         cJSON_AddItemToArray(choices, c);

@@ -1,8 +1,9 @@
-/* api.h - the HTTP APIs' requests and responses as JSON, apart from any
- * socket: parsing and validation of request bodies, the response and SSE
- * chunk documents, and the one table mapping errors to HTTP status and
- * OpenAI-style error JSON. Pure functions (no server, no model), so the unit
- * tests check them directly.
+/* api.h - the requests and responses of every protocol, apart from any
+ * socket: parsing and validation of HTTP bodies and of the Unix socket and
+ * stdin request lines, the response and SSE chunk documents, and the one
+ * table mapping errors to HTTP status and OpenAI-style error JSON. Pure
+ * functions (no server, no model), so the unit tests check them directly;
+ * request.h runs them for every transport.
  *
  * API subset served (src/server/http.c routes to these):
  *   POST /v1/completions       the seed's API ({"prompt", "max_tokens" <= 512,
@@ -14,16 +15,33 @@
  *                              temperature, top_p, top_k, min_p, seed, stop,
  *                              presence_penalty, frequency_penalty,
  *                              repetition_penalty, ignore_eos, stream,
- *                              stream_options.include_usage; n must be 1
- *   Both take "speculative": false (qwenc's extension) to decode without
+ *                              stream_options.include_usage, n (1..16; seeds seed+i),
+ *                              logprobs + top_logprobs (0..20)
+ *                              + function calling (tools.h): tools,
+ *                              tool_choice, parallel_tool_calls, assistant
+ *                              tool_calls and tool messages; reasoning_content
+ *                              and chat_template_kwargs.enable_thinking (Qwen3)
+ *   POST /v1/completions with "suffix": code infill (infill.h), the prompt
+ *                              being the code before the gap
+ *   POST /infill               llama-server's infill (infill.h)
+ *   All three take "stop_token_ids" (vLLM's field: ids that end the answer
+ *   without being output) and "speculative": false (qwenc's extension) to decode without
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
+ * "model" must name the served model (api_limits.model_id) unless
+ * any_model: else 404 model_not_found; absent, it means the served one.
+ * /v1/completions also takes n, best_of (= n), logprobs (int 0..20) and echo
+ * (the prompt, as the model saw it, before the text; with logprobs, the
+ * prompt tokens' logprobs, the first null). logprobs are the log-softmax of
+ * the raw logits, before temperature and penalties (logprob.h).
  * Fields that would change the meaning of a request and are not supported
- * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
- * response_format other than text, logit_bias, echo, best_of > 1, suffix,
- * audio, prediction, non-text modalities or message parts) are a 400 that
- * names the field. Unknown fields are ignored (user, metadata, store, ...).
+ * (functions / function_call (legacy), tools on /v1/completions, suffix
+ * on chat, response_format other than text, logit_bias, best_of other than
+ * n, audio, prediction, non-text modalities or message parts) are a 400 that
+ * names the field. A model whose chat template qwenc does not render
+ * answers chat with a 400 unsupported_chat_template. Unknown fields are
+ * ignored (user, metadata, store, ...).
  */
 #ifndef QW_API_H
 #define QW_API_H
@@ -31,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sample/logprob.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,13 +69,27 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
 #endif
     ;
 
+/* 404 model_not_found for a request or /v1/models/ID naming a model other
+ * than the served one. Returns -1. */
+int api_model_not_found(api_error *e, const char *name, const char *served);
+
 /* {"error":{"message","type","param","code"}} (malloc'd, NUL-terminated). */
 char *api_error_json(const api_error *e);
+
+/* s[len] as valid UTF-8, every invalid byte replaced by U+FFFD (malloc'd,
+ * NUL-terminated; a token's bytes may end inside a character). */
+char *api_utf8_lossy(const char *s, size_t len);
 
 /* 1 if s[len] is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
 int api_utf8_valid(const char *s, size_t len);
 
-typedef enum { API_COMPLETION = 0, API_CHAT = 1 } api_kind;
+/* The request protocols: the two generation endpoints of the HTTP API and
+ * the token-id protocols of the Unix socket (sockserv.h) and stdin
+ * (stdinserv.h) servers. */
+typedef enum { API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3, API_INFILL = 4 } api_kind;
+
+/* /infill without n_predict / max_tokens: tokens to generate. */
+#define API_INFILL_DEFAULT 128
 
 /* What the server knows when it parses a request. */
 typedef struct api_limits {
@@ -66,7 +99,12 @@ typedef struct api_limits {
     qw_sampling sampling;     /* defaults for fields not given */
     int completion_max_tokens;/* seed API limit: 512 */
     int completion_default;   /* seed API default: 50 */
+    const char *model_id;     /* the served model's id; a request naming another one is
+                               * 404 model_not_found (NULL or any_model: any name works) */
+    int any_model;
 } api_limits;
+
+#define API_MAX_STOP_IDS 32
 
 typedef struct api_req {
     api_kind kind;
@@ -81,13 +119,42 @@ typedef struct api_req {
     int include_usage;
     int seed_set;             /* the request gave "seed" */
     int no_spec;              /* "speculative": false */
+    int tools_mode;           /* chat: tools_mode (tools.h); 0 = no tools */
+    int tools_parallel;       /* parallel_tool_calls */
+    char *grammar;            /* malloc'd GBNF the output must follow (tool_choice
+                               * required / named), NULL = free text */
+    int32_t stop_ids[API_MAX_STOP_IDS]; /* token ids that end the answer (not output):
+                               * "stop_token_ids" (vLLM's field), plus for an infill
+                               * prompt the FIM and repository tokens (fim_stop_ids) */
+    int n_stop_ids;
+    int n;                    /* choices, 1..API_MAX_N ("n"; "best_of" must equal it) */
+    int logprobs;             /* chat: "logprobs": true; completions: "logprobs": int given */
+    int top_logprobs;         /* alternatives per token: chat "top_logprobs", completions
+                               * "logprobs" (0..20) */
+    int echo;                 /* completions: "echo": true */
 } api_req;
 
-/* Parse a /v1/completions or /v1/chat/completions body (already checked to
- * be valid UTF-8). Returns 0 and *r (free with api_req_free), or -1 and e. */
+#define API_MAX_N 16
+
+/* Parse a /v1/completions, /v1/chat/completions or /infill body (already
+ * checked to be valid UTF-8). Returns 0 and *r (free with api_req_free), or
+ * -1 and e. */
 int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim, api_req *r,
               api_error *e);
 void api_req_free(api_req *r);
+
+/* The Unix socket's request line ({"tokens": [...], "max_tokens", sampling
+ * fields, "ignore_eos", "speculative"}; see sockserv.h) and the stdin line
+ * ("IDS|MAX"; see stdinserv.h) as an api_req of kind API_SOCKET / API_STDIN
+ * (no stop strings, never streamed). Returns 0, or -1 and e. */
+int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e);
+int api_parse_stdin(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e);
+
+/* Parse "IDS|MAX" (len bytes, no newline). Returns 0 with *ids (malloc'd),
+ * *n, *max_tokens; or -1 with a message in msg. Each id in [0, vocab),
+ * max_tokens in [0, max_limit]. */
+int stdin_parse_line(const char *line, size_t len, int vocab, int max_limit, int32_t **ids, int *n,
+                     int *max_tokens, char *msg, size_t msg_len);
 
 /* Parse only the sampling fields of a JSON object (temperature, top_p, top_k,
  * min_p, seed, presence_penalty, frequency_penalty, repetition_penalty /
@@ -108,13 +175,25 @@ typedef struct api_meta {
     const char *model;
 } api_meta;
 
-typedef struct api_result {
+/* One choice of a response (n > 1: several). */
+typedef struct api_choice {
     const char *text;
     size_t text_len;
-    const char *finish;   /* "stop" / "length" */
+    const char *finish;   /* "stop" / "length" / "cancelled" */
+    void *logprobs;       /* a cJSON node for choices[i].logprobs (taken: freed by the
+                           * builder), or NULL for null */
+} api_choice;
+
+typedef struct api_result {
+    const char *text;     /* the one choice, when n_choices == 0 */
+    size_t text_len;
+    const char *finish;   /* "stop" / "length" / "cancelled" */
     int prompt_tokens, gen_tokens;
     int draft_tokens, accepted_draft_tokens;
     double prefill_tps, decode_tps, elapsed_s;
+    const api_choice *choices; /* [n_choices], index = position; overrides text/finish */
+    int n_choices;
+    int cached_tokens;    /* usage.prompt_tokens_details.cached_tokens */
 } api_result;
 
 /* Non-streaming response documents (malloc'd JSON). */
@@ -130,9 +209,14 @@ char *api_chat_json(const api_meta *m, const api_result *r);
 typedef struct api_usage {
     int prompt_tokens, completion_tokens;
     int draft_tokens, accepted_draft_tokens;
+    int cached_tokens;    /* prompt tokens whose KV came from the prefix cache */
 } api_usage;
 char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text,
                     size_t text_len, const char *finish, const api_usage *usage);
+/* The same for choice `index`, with choices[0].logprobs = logprobs (a cJSON
+ * node, taken; NULL -> null). */
+char *api_sse_chunk_at(api_kind kind, const api_meta *m, int index, const char *role, const char *text,
+                       size_t text_len, const char *finish, void *logprobs, const api_usage *usage);
 
 /* "data: [DONE]\n\n" */
 #define API_SSE_DONE "data: [DONE]\n\n"

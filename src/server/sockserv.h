@@ -11,7 +11,7 @@
  *   response: {"tokens": [...generated ids, EOS not included...],
  *              "prompt_tokens": 3, "gen_tokens": 20, "prefill_tps": 812.5,
  *              "decode_tps": 41.3, "elapsed_s": 0.52,
- *              "finish_reason": "stop" | "length"}
+ *              "finish_reason": "stop" | "length" | "cancelled" (cut by shutdown)}
  *   error:    {"error": "message naming the field"}
  *
  * Example: echo '{"tokens": [151644, 8948, 198], "max_tokens": 20}' | nc -U /tmp/qwen.sock
@@ -20,7 +20,9 @@
  * Connections are served concurrently, each by its own thread, through the
  * shared scheduler; a client that hangs up cancels its request. A stale
  * socket file (nobody listening) is replaced; a live one is an error. The
- * file is removed when the server stops.
+ * file is removed when the server stops. The request itself (parsing,
+ * submission, the reply line, errors) is request.h's; this module moves the
+ * line in and the answer out.
  */
 #ifndef QW_SOCKSERV_H
 #define QW_SOCKSERV_H

@@ -327,10 +327,11 @@ def test_all_sampling_fields_accepted(server):
 
 
 @pytest.mark.parametrize("field,value", [
-    ("n", 2),
+    ("n", 17),
     ("n", 0),
-    ("logprobs", True),
-    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]),
+    ("top_logprobs", 2),  # without logprobs: true
+    ("functions", [{"name": "f", "parameters": {"type": "object"}}]),  # legacy; tools are served
+    ("suffix", "x"),  # infill is a completion, not chat
     ("response_format", {"type": "json_object"}),
 ])
 def test_unsupported_fields_are_400_naming_the_field(server, field, value):
