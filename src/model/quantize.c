@@ -3,7 +3,7 @@
  * `--quant q8_0` for a BF16/F16/F32 Hugging Face folder: every matrix (the
  * embedding and lm_head too, as llama.cpp's Q8_0 files have them) becomes
  * Q8_0 in one buffer the model owns, quantized row by row with GGML's rule
- * (src/kernels/quant.c), so decode reads 34 bytes per 32 weights instead
+ * (src/kernels/matmul/matmul_ref.c), so decode reads 34 bytes per 32 weights instead
  * of 64. The 16-bit originals in the mapping are then released from memory
  * (madvise DONTNEED: they are file-backed and read-only, so the pages are
  * simply dropped; nothing reads them again).
