@@ -40,19 +40,23 @@ for t in "$@"; do
 done
 
 # The fidelity test (model loader + forward pass against the transformers
-# fixtures) needs cJSON for arm64: Debian multiarch libcjson-dev:arm64
-# (.ci/run installs it). Linked dynamically (Debian ships no static cJSON);
+# fixtures) needs cJSON for arm64, and, since gen_run can be constrained by a
+# grammar whose vocabulary comes from the tokenizer, PCRE2 and utf8proc too:
+# Debian multiarch libcjson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
+# (.ci/run installs them). Linked dynamically (Debian ships no static cJSON);
 # run on the NEON level only and on the short cases, as qemu is ~50x slower,
 # with one thread: with two, this dynamically linked binary stalls inside
 # the dynamic loader under qemu-user 7.2 (gdb shows a single guest thread in
 # ld-linux, before our pool starts work); the statically linked test_pool
 # runs its threads fine under qemu.
-if [ -e /usr/lib/aarch64-linux-gnu/libcjson.so ]; then
+if [ -e /usr/lib/aarch64-linux-gnu/libcjson.so ] && [ -e /usr/lib/aarch64-linux-gnu/libpcre2-8.so ] &&
+   [ -e /usr/lib/aarch64-linux-gnu/libutf8proc.so ]; then
     echo "== arm64: tests/fidelity/test_fidelity.c (neon level, cases <= 64 tokens)"
     # shellcheck disable=SC2086
     if ! $CC $(echo "$CFLAGS" | sed 's/ -static//') -I/usr/include/cjson -o "$OUT/test_fidelity" \
             tests/fidelity/test_fidelity.c $LIBSRC src/format/*.c src/model/*.c src/infer/*.c src/sample/*.c \
-            src/engine/generate.c src/engine/draft.c -L/usr/lib/aarch64-linux-gnu -lcjson -lm -pthread; then
+            src/engine/generate.c src/engine/draft.c src/grammar/*.c src/tokenizer/*.c \
+            -L/usr/lib/aarch64-linux-gnu -lcjson -lpcre2-8 -lutf8proc -lm -pthread; then
         echo "arm64_check: build of test_fidelity failed" >&2
         fail=1
     elif ! QEMU_LD_PREFIX=/usr/aarch64-linux-gnu QWENC_FIDELITY_LEVELS=neon QWENC_FIDELITY_MAX_TOKENS=64 QWENC_FIDELITY_THREADS=1 \
@@ -61,6 +65,6 @@ if [ -e /usr/lib/aarch64-linux-gnu/libcjson.so ]; then
         fail=1
     fi
 else
-    echo "arm64_check: no arm64 libcjson (dpkg --add-architecture arm64; apt-get install libcjson-dev:arm64): fidelity test not run" >&2
+    echo "arm64_check: no arm64 cJSON/PCRE2/utf8proc (dpkg --add-architecture arm64; apt-get install libcjson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64): fidelity test not run" >&2
 fi
 exit $fail
