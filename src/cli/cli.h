@@ -43,6 +43,7 @@ typedef struct qw_opts {
     int queue;                /* --queue N waiting requests (default 64) */
     const char *api_key;      /* --api-key KEY */
     const char *cors;         /* --cors ORIGIN */
+    int no_webui;             /* --no-webui: no web chat page at / */
     long max_body;            /* --max-body BYTES (default 1 MiB) */
     int server;               /* --server given */
     const char *socket_path;  /* --server PATH: Unix socket; NULL = stdin server */

@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "server/api.h"
 #include "server/session.h"
+#include "server/webui.h"
 
 #define POLL_S 0.02
 
@@ -153,7 +154,7 @@ static int host_ok(qw_http *h, struct MHD_Connection *c) {
 /* ---- routes ---------------------------------------------------------------- */
 
 typedef enum {
-    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE
+    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_WEBUI
 } route;
 
 /* The URL as printable ASCII (for error messages, which must stay valid
@@ -170,6 +171,8 @@ static route find_route(const char *url, const char **want_method) {
         const char *path, *method;
         route r;
     } t[] = {
+        {"/", "GET", R_WEBUI},
+        {"/index.html", "GET", R_WEBUI},
         {"/health", "GET", R_HEALTH},
         {"/v1/health", "GET", R_HEALTH},
         {"/v1/models", "GET", R_MODELS},
@@ -217,6 +220,20 @@ static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c) {
                          strdup("{\"status\":\"ok\",\"random_weights\":true,\"warning\":\"this model has RANDOM "
                                 "WEIGHTS (qwenc synth): its output is noise\"}"));
     return send_json(h, c, 200, strdup("{\"status\":\"ok\"}"));
+}
+
+/* GET /: the web chat page (webui.h), or 404 with --no-webui. */
+static enum MHD_Result h_webui(qw_http *h, struct MHD_Connection *c) {
+    if (h->cfg.no_webui)
+        return fail(h, c, 404, "not_found", NULL, "the web UI is turned off on this server (--no-webui)");
+    size_t n;
+    const char *page = webui_page(&n);
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)page, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    for (int i = 0; webui_headers[i][0]; i++) MHD_add_response_header(r, webui_headers[i][0], webui_headers[i][1]);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static const char *model_name(qw_engine *e) {
@@ -655,7 +672,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         const char *want = NULL;
         route rt = find_route(url, &want);
-        if (rt != R_HEALTH && !auth_ok(h, c)) {
+        /* The page is public (static, the same in every binary); what it
+         * does goes through the API, which needs the key. */
+        if (rt != R_HEALTH && rt != R_WEBUI && !auth_ok(h, c)) {
             k->responded = 1;
             api_error e;
             api_fail(&e, 401, "invalid_api_key", NULL, "missing or wrong API key (Authorization: Bearer KEY)");
@@ -743,6 +762,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     const char *want;
     route rt = find_route(url, &want);
     if (rt == R_HEALTH) return h_health(h, c);
+    if (rt == R_WEBUI) return h_webui(h, c);
     if (atomic_load(&h->stopping)) return fail(h, c, 503, "shutting_down", NULL, "the server is shutting down");
     qw_engine *e = atomic_load(&h->eng);
     if (rt == R_METRICS) return h_metrics(h, c, e);
