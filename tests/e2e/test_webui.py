@@ -300,6 +300,7 @@ def test_browser_markdown_is_safe_and_rendered(server, browser):
     assert info["items"] == 2 and info["cells"] == 2
     assert info["links"] == ["https://example.org/x"], info["links"]
     assert d.execute_script("return window.pwned === undefined;")
+    shot(d, "markdown")
     # the copy button copies (headless: the clipboard may refuse; the label says which)
     d.execute_script("document.querySelector('#messages .codeblock button.copy').click();")
     wait_for(d, "document.querySelector('#messages .codeblock button.copy').textContent !== 'Copy'",
