@@ -279,7 +279,10 @@ def test_browser_markdown_is_safe_and_rendered(server, browser):
            "[bad](javascript:window.pwned=1) [good](https://example.org/x)\n\n| a | b |\n|---|---|\n| 1 | 2 |")
     info = d.execute_script("""
         const n = window.qwencMarkdown(arguments[0]);
-        document.getElementById('messages').appendChild(n);
+        const box = document.createElement('div'), body = document.createElement('div');
+        box.className = 'msg assistant'; body.className = 'body';
+        body.appendChild(n); box.appendChild(body);
+        document.getElementById('messages').appendChild(box);  // styled as an answer
         return {
           h1: n.querySelector('h1') && n.querySelector('h1').textContent,
           strong: n.querySelector('strong') && n.querySelector('strong').textContent,
