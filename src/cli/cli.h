@@ -45,6 +45,8 @@ typedef struct qw_opts {
     const char *cors;         /* --cors ORIGIN */
     int no_webui;             /* --no-webui: no web chat page at / */
     long max_body;            /* --max-body BYTES (default 1 MiB) */
+    const char *alias;        /* --alias NAME: the model id served (/v1/models, "model") */
+    int any_model;            /* --any-model: accept requests naming any model */
     int server;               /* --server given */
     const char *socket_path;  /* --server PATH: Unix socket; NULL = stdin server */
 } qw_opts;
