@@ -129,6 +129,10 @@ int ollama_parse(ollama_kind kind, const char *body, size_t len, const api_limit
     }
     memcpy(o->model, model->valuestring, ml);
     o->model[ml] = '\0';
+    if (lim->model_id && !lim->any_model && !ollama_name_matches(model->valuestring, lim->model_id)) {
+        api_model_not_found(e, model->valuestring, lim->model_id);
+        goto out;
+    }
 
     if (refuse(j, "format", "JSON mode and structured outputs need constrained decoding, which qwenc lacks", e) ||
         refuse(j, "tools", "qwenc does no function calling", e) ||
@@ -224,6 +228,11 @@ out:
 }
 
 void ollama_req_free(ollama_req *o) { api_req_free(&o->req); }
+
+int ollama_name_matches(const char *name, const char *id) {
+    size_t n = strlen(id);
+    return !strncmp(name, id, n) && (!name[n] || !strcmp(name + n, ":latest"));
+}
 
 void ollama_time(char out[40], const struct timespec *ts) {
     struct tm tm;

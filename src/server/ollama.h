@@ -28,6 +28,8 @@
  * accepted and has no effect.
  * Refused with a 400 naming the field: format (JSON mode / schemas), tools,
  * think (true), images, suffix, template, context, logprobs.
+ * "model" is required (Ollama's clients always send it) and must name the
+ * served model (ollama_name_matches) unless the limits allow any.
  * Errors are Ollama's shape: {"error": "message"}.
  */
 #ifndef QW_OLLAMA_H
@@ -56,6 +58,11 @@ typedef struct ollama_req {
 int ollama_parse(ollama_kind kind, const char *body, size_t len, const api_limits *lim, ollama_req *o,
                  api_error *e);
 void ollama_req_free(ollama_req *o);
+
+/* 1 if a client's model name means the served model id: the id itself or
+ * "ID:latest" (Ollama's clients add the default tag). Other names are 404
+ * model_not_found, as for the OpenAI API, unless --any-model. */
+int ollama_name_matches(const char *name, const char *id);
 
 /* ts as Ollama writes created_at: "2024-07-22T20:47:51.147561123Z" (UTC). */
 void ollama_time(char out[40], const struct timespec *ts);

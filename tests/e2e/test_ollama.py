@@ -198,3 +198,24 @@ def test_api_key(model_dir):
         assert c.generate(model="m", prompt="Hi", options={"num_predict": 2}).eval_count == 2
     finally:
         stop_checked(s)
+
+
+def test_model_names(model_dir):
+    # without --any-model: the served id, or id:latest (Ollama's clients add
+    # the default tag); another name is Ollama's 404 {"error": ...}
+    s = start_http(model_dir, any_model=False)
+    try:
+        c = ollama.Client(host=s.url, timeout=60)
+        name = c.list().models[0].model
+        for n in (name, name + ":latest"):
+            assert c.generate(model=n, prompt="Hi", options={"num_predict": 2}).model == n
+            assert c.show(n).details.family == "qwen2"
+        for call in (lambda: c.chat(model="llama3.2", messages=[{"role": "user", "content": "x"}]),
+                     lambda: c.generate(model=name + ":7b", prompt="x"),
+                     lambda: c.generate(model="other", prompt=""),  # a load call names a model too
+                     lambda: c.show("llama3.2")):
+            with pytest.raises(ollama.ResponseError) as ei:
+                call()
+            assert ei.value.status_code == 404 and "does not exist" in ei.value.error, ei.value.error
+    finally:
+        stop_checked(s)
