@@ -253,18 +253,26 @@ static void ollama_model_of(const qw_engine *e, ollama_model *m) {
     size_t dl = strlen(md->dir);
     m->format = dl > 5 && !strcasecmp(md->dir + dl - 5, ".gguf") ? "gguf" : "safetensors";
     m->family = "qwen2";
-    m->quant = cfg->n_layers > 0 ? qw_dtype_name(md->layers[0].w_gate.dtype) : "?";
     m->size = md->weight_bytes;
-    /* Every weight: matrices, biases and norm vectors. */
-    uint64_t p = mat_params(&md->embed) + (md->lm_head.data != md->embed.data ? mat_params(&md->lm_head) : 0) +
-                 (uint64_t)cfg->hidden;
+    /* Every weight (matrices, biases, norm vectors; tied embeddings once),
+     * and the type holding most of the layers' weights as the
+     * quantization level (a Q4_K_M file mixes Q4_K, Q5_0, Q6_K, ...). */
+    uint64_t p = mat_params(&md->embed) + (cfg->tie_embeddings ? 0 : mat_params(&md->lm_head)) + (uint64_t)cfg->hidden;
+    uint64_t by_type[QW_DTYPE_COUNT] = {0};
     for (int i = 0; i < cfg->n_layers; i++) {
         const qw_layer *l = &md->layers[i];
-        p += mat_params(&l->wq) + mat_params(&l->wk) + mat_params(&l->wv) + mat_params(&l->wo) +
-             mat_params(&l->w_gate) + mat_params(&l->w_up) + mat_params(&l->w_down);
+        const qw_mat *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++) {
+            p += mat_params(mats[k]);
+            if ((int)mats[k]->dtype >= 0 && mats[k]->dtype < QW_DTYPE_COUNT) by_type[mats[k]->dtype] += mat_params(mats[k]);
+        }
         p += (uint64_t)(l->wq.rows + l->wk.rows + l->wv.rows) + 2 * (uint64_t)cfg->hidden;
     }
     m->params = p;
+    int top = 0;
+    for (int t = 1; t < QW_DTYPE_COUNT; t++)
+        if (by_type[t] > by_type[top]) top = t;
+    m->quant = qw_dtype_name((qw_dtype)top);
     struct stat sb;
     m->modified_s = stat(md->dir, &sb) == 0 ? (long long)sb.st_mtime : 0;
     /* A name for this model and file version, not a hash of the bytes

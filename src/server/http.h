@@ -14,6 +14,10 @@
  *   POST /v1/chat/completions  OpenAI chat completions (+ SSE streaming)
  *   POST /tokenize             {"content"} -> {"tokens": [...]}
  *   POST /detokenize           {"tokens": [...]} -> {"content"}
+ *   POST /api/chat, /api/generate, GET /api/tags, /api/ps, /api/version,
+ *   POST /api/show             Ollama's API (ollama.h); POST /api/embed and
+ *                              /api/embeddings 501; every error under /api/
+ *                              in Ollama's {"error": "message"} shape
  * (/completions and /chat/completions, /models answer too.)
  *
  * Threads: libmicrohttpd runs one thread per connection. The generation
