@@ -231,6 +231,8 @@ def test_browser_chat_streams_the_api_answer(server, browser):
     assert len(partial) < len(d.execute_script("return " + LAST_ANSWER + ";")) or partial
     stats = d.execute_script("return " + LAST_STATS + ";")
     assert "40 tokens" in stats and "tok/s" in stats and "prompt tokens" in stats, stats
+    # usage.prompt_tokens_details.cached_tokens, shown as prompt-cache hits
+    assert re.search(r"\(\d+ from the prompt cache\)", stats), stats
     assert "stopped" not in stats
     shot(d, "answer")
 
