@@ -41,6 +41,7 @@ typedef struct qw_opts {
     const char *host;         /* --host ADDR (default 127.0.0.1) */
     int parallel;             /* --parallel N slots (default 4) */
     int queue;                /* --queue N waiting requests (default 64) */
+    long cache_mb;            /* --cache-ram MB: prefix cache budget; -1 = default (engine.h), 0 = off */
     const char *api_key;      /* --api-key KEY */
     const char *cors;         /* --cors ORIGIN */
     int no_webui;             /* --no-webui: no web chat page at / */

@@ -17,6 +17,7 @@ void opts_defaults(qw_opts *o) {
     o->host = "127.0.0.1";
     o->parallel = 4;
     o->queue = 64;
+    o->cache_mb = -1;
     o->max_body = 1L << 20;
     o->spec = 1;
     o->spec_k = QW_SPEC_K_DEFAULT;
@@ -40,7 +41,7 @@ void usage(FILE *f) {
         "  qwenc MODEL --tokenize \"TEXT\"|-    print token ids (no template)\n"
         "  qwenc MODEL --detokenize \"IDS\"      print text\n"
         "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
-        "              [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
+        "              [--cache-ram MB] [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
         "              [--alias NAME] [--any-model] [--no-webui]\n"
         "                                      HTTP server (seed API + OpenAI API + Ollama API)\n"
         "                                      and a web chat at / (--no-webui: none); the model\n"
@@ -83,6 +84,11 @@ void usage(FILE *f) {
         "                    verify them in one batched pass; the output is exactly the\n"
         "                    output without it (greedy and seeded sampling)\n"
         "  --spec-k N        most drafted tokens per step (default 16; 0 = off)\n"
+        "  --cache-ram MB    servers: memory for the prefix cache, the KV pages of\n"
+        "                    finished requests kept so that a later prompt with the same\n"
+        "                    beginning (chat history, system prompt) skips recomputing\n"
+        "                    it (default: room for max(parallel, 8) x ctx tokens, at most\n"
+        "                    1/8 of the machine's memory; 0 = off)\n"
         "  --quant q8_0      quantize the weights to Q8_0 at load (8.5 bits per weight:\n"
         "                    about half the memory traffic of BF16; none = keep as stored)\n"
         "Environment:\n"
@@ -230,6 +236,9 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--host")) { NEED_ARG; o->host = v; }
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
             NEED_ARG; if (parse_long(a, v, 1, 256, &l)) return -1; o->parallel = (int)l;
+        }
+        else if (!strcmp(a, "--cache-ram")) {
+            NEED_ARG; if (parse_long(a, v, 0, 1L << 30, &l)) return -1; o->cache_mb = l;
         }
         else if (!strcmp(a, "--queue")) {
             NEED_ARG; if (parse_long(a, v, 0, 1 << 20, &l)) return -1; o->queue = (int)l;

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "engine/draft.h"
 #include "engine/generate.h"
+#include "infer/kvcache.h"
 
 const double qw_sched_ttft_bounds[10] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 
@@ -50,6 +51,7 @@ typedef struct slot {
     qw_req *req;   /* NULL = free */
     int n_past;    /* positions of this slot filled in the KV cache */
     int prefilling;
+    int looked_up; /* the prefix cache was asked for this request's prompt */
     /* this step's batch entry (engine thread) */
     int row0;      /* first logits row, -1 = none */
     int n_draft;   /* drafted tokens after the decode token */
@@ -59,6 +61,8 @@ typedef struct slot {
 
 struct qw_sched {
     qw_ctx *ctx;
+    qw_kv *kv;    /* ctx's paged KV cache (engine thread) */
+    uint64_t evictions0; /* kv's eviction count when this scheduler started */
     qw_pool *pool;
     const qw_model *model;
     int n_slots, n_ctx, max_batch, vocab, queue_cap, prefill_chunk, spec_k;
@@ -128,6 +132,8 @@ static void req_finish(qw_sched *s, qw_req *r, int finish, const char *fail_msg)
 /* Engine thread. The slot table's request pointers and n_active are read
  * by admit and by other threads (submit, metrics, stop) under s->mu. */
 static void free_slot(qw_sched *s, int i) {
+    /* the confirmed positions' pages go to the prefix cache (kvcache.h) */
+    if (s->slots[i].req) kv_slot_release(s->kv, i, s->slots[i].req->toks, s->slots[i].n_past);
     pthread_mutex_lock(&s->mu);
     s->slots[i].req = NULL;
     s->slots[i].n_past = 0;
@@ -165,6 +171,7 @@ static int admit_locked(qw_sched *s, qw_req **dead) {
         sl->req = r;
         sl->n_past = 0;
         sl->prefilling = 1;
+        sl->looked_up = 0;
         s->n_active++;
         admitted++;
         pthread_mutex_lock(&r->mu);
@@ -271,6 +278,33 @@ static int step(qw_sched *s) {
         }
     }
 
+    /* Newly admitted prompts: map the longest cached prefix, then claim the
+     * rest of the prompt's full pages so that requests starting later with
+     * the same prefix wait for this one instead of computing it again. */
+    if (kv_cache_budget(s->kv) > 0) {
+        uint64_t lookups = 0, hit = 0, asked = 0;
+        for (int i = 0; i < s->n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->req || !sl->prefilling || sl->looked_up) continue;
+            qw_req *r = sl->req;
+            sl->looked_up = 1;
+            /* prompt logprobs need the logits of every prompt position */
+            sl->n_past = r->plp ? 0 : kv_prefix_map(s->kv, i, r->toks, r->n_prompt);
+            kv_prefix_claim(s->kv, i, r->toks, r->n_prompt, sl->n_past);
+            lookups++, hit += (uint64_t)sl->n_past, asked += (uint64_t)r->n_prompt;
+            pthread_mutex_lock(&r->mu);
+            r->st.n_cached = sl->n_past;
+            pthread_mutex_unlock(&r->mu);
+        }
+        if (lookups) {
+            pthread_mutex_lock(&s->mu);
+            s->m.prefix_lookups += lookups;
+            s->m.prefix_hit_tokens += hit;
+            s->m.prefix_lookup_tokens += asked;
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+
     /* Build the batch: decode tokens (each with its drafts) first, then
      * prompt chunks. Every generating slot gets its decode token; drafts
      * share what is left of the batch. */
@@ -318,17 +352,30 @@ static int step(qw_sched *s) {
     /* Prompt tokens this step: while others are generating, at most
      * prefill_chunk / 2 (so one long prompt delays their next token by a
      * bounded amount); otherwise as many as fit. */
-    int budget = s->max_batch - n;
+    int budget = s->max_batch - n, n_prefill = 0;
     if (n_decode > 0 && budget > s->prefill_chunk / 2) budget = s->prefill_chunk / 2 > 0 ? s->prefill_chunk / 2 : 1;
     int limit = n + budget;
     for (int i = 0; i < s->n_slots && n < limit; i++) {
         slot *sl = &s->slots[i];
         if (!sl->req || !sl->prefilling) continue;
+        /* prefix pages another slot is still computing: wait for them
+         * (or compute them, if that slot went away) */
+        int mapped = sl->n_past;
+        if (kv_slot_wait(s->kv, i, &sl->n_past)) continue;
         qw_req *r = sl->req;
+        if (sl->n_past < mapped) {
+            pthread_mutex_lock(&r->mu);
+            r->st.n_cached = sl->n_past;
+            pthread_mutex_unlock(&r->mu);
+            pthread_mutex_lock(&s->mu);
+            s->m.prefix_hit_tokens -= (uint64_t)(mapped - sl->n_past);
+            pthread_mutex_unlock(&s->mu);
+        }
         int left = r->n_prompt - sl->n_past;
         int take = left;
         if (take > s->prefill_chunk) take = s->prefill_chunk;
         if (take > limit - n) take = limit - n;
+        n_prefill += take;
         for (int k = 0; k < take; k++) {
             s->b_tok[n] = r->toks[sl->n_past + k];
             s->b_pos[n] = sl->n_past + k;
@@ -434,7 +481,19 @@ static int step(qw_sched *s) {
         }
     }
 
+    /* Prompt pages this step completed become readable by waiting slots. */
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].req) kv_slot_advance(s->kv, i, s->slots[i].n_past);
+    qw_kv_stats ks;
+    kv_stats(s->kv, &ks);
+
     pthread_mutex_lock(&s->mu);
+    s->m.prefill_tokens_total += (uint64_t)n_prefill;
+    s->m.kv_pages_used = ks.pages_used;
+    s->m.kv_pages_cached = ks.pages_cached;
+    s->m.kv_bytes = ks.bytes;
+    s->m.kv_page_bytes = ks.page_bytes;
+    s->m.kv_evictions = ks.evictions - s->evictions0;
     s->m.steps++;
     s->m.busy_s += t1 - t0;
     s->m.gen_tokens_total += (uint64_t)n_generated;
@@ -487,6 +546,11 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
         return NULL;
     }
     s->ctx = ctx;
+    s->kv = ctx_kv(ctx);
+    kv_set_cache_budget(s->kv, p->cache_bytes > 0 ? p->cache_bytes : 0);
+    qw_kv_stats ks;
+    kv_stats(s->kv, &ks);
+    s->evictions0 = ks.evictions;
     s->pool = pool;
     s->model = ctx_model(ctx);
     s->n_slots = p->n_slots;
@@ -598,6 +662,8 @@ void sched_stop(qw_sched *s, double grace_s) {
 void sched_free(qw_sched *s) {
     if (!s) return;
     sched_stop(s, 0);
+    /* the prefix cache lives as long as its scheduler */
+    kv_set_cache_budget(s->kv, 0);
     free(s->slots);
     free(s->b_tok);
     free(s->b_pos);

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "kernels/kernels.h"
@@ -17,6 +18,16 @@ qw_sampling engine_default_sampling(const qw_config *cfg, const qw_sampling *cli
     }
     if (cfg->gen_repeat_penalty > 0) s.repeat_penalty = cfg->gen_repeat_penalty;
     return s;
+}
+
+/* The prefix cache budget: cache_mb if given, else room for `seqs`
+ * sequences of n_ctx tokens, at most 1/8 of physical memory. */
+static int64_t engine_cache_bytes(long cache_mb, int64_t per_token, int seqs, int n_ctx) {
+    if (cache_mb >= 0) return (int64_t)cache_mb << 20;
+    double want = (double)per_token * seqs * n_ctx;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0 && want > (double)pages * psize / 8) want = (double)pages * psize / 8;
+    return (int64_t)want;
 }
 
 int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
@@ -51,8 +62,10 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     e->ctx = ctx_create(e->model, o->parallel, n_ctx, max_batch, err);
     if (!e->ctx) goto fail;
     ctx_set_precision(e->ctx, (qw_precision)o->precision);
+    int64_t cache_bytes = engine_cache_bytes(o->cache_mb, ctx_kv_bytes_per_token(e->ctx),
+                                             o->parallel > 8 ? o->parallel : 8, n_ctx);
     qw_sched_params sp = {.n_slots = o->parallel, .queue_cap = o->queue, .prefill_chunk = 0,
-                            .spec_k = o->spec_k};
+                            .spec_k = o->spec_k, .cache_bytes = cache_bytes};
     e->sched = sched_create(e->ctx, e->pool, &sp, err);
     if (!e->sched) goto fail;
     /* A folder name is bytes: keep the id printable (it goes into JSON). */
@@ -65,8 +78,10 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
         if ((unsigned char)e->model_id[i] < 0x20 || (unsigned char)e->model_id[i] >= 0x80) e->model_id[i] = '_';
     e->sampling = engine_default_sampling(cfg, o->sampling);
     e->random_seed = o->sampling == NULL;
-    LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads, speculative drafts %d",
-             e->model->name ? e->model->name : "model", o->parallel, n_ctx, max_batch, threads, o->spec_k);
+    LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads, speculative drafts %d, "
+             "KV %.1f KB per token in pages of %d, prefix cache %.0f MB",
+             e->model->name ? e->model->name : "model", o->parallel, n_ctx, max_batch, threads, o->spec_k,
+             (double)ctx_kv_bytes_per_token(e->ctx) / 1024, QW_KV_PAGE_ROWS, (double)cache_bytes / (1 << 20));
     return 0;
 fail:
     engine_close(e, 0);

@@ -27,6 +27,9 @@ typedef struct qw_engine_opts {
     int quant;          /* qw_dtype to quantize to at load (QW_Q8_0), or -1 */
     int precision;      /* qw_precision of the forward passes (0 = fast) */
     int spec_k;         /* speculative decoding: most n-gram drafts per step; 0 = off */
+    long cache_mb;      /* prefix cache (sched.h) budget in MB; 0 = off; < 0 = default:
+                           room for max(parallel, 8) x n_ctx tokens of KV, at most 1/8
+                           of the machine's physical memory */
     const qw_sampling *sampling; /* CLI sampling, or NULL for the model's defaults */
     const char *model_id; /* the name clients see (--alias, or a hub repo id); NULL: the
                            * GGUF's general.name, else the folder / file name */

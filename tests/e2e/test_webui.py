@@ -207,7 +207,9 @@ LAST_STATS = "(() => { const b = document.querySelectorAll('.msg.assistant .stat
 
 def test_browser_chat_streams_the_api_answer(server, browser):
     d = browser
-    want, finish, _ = chat_text(server, "Hello there", max_tokens=40)
+    # long enough to fill a KV page (64 positions): a repeat hits the prefix cache
+    prompt = "Hello there, tell me about the sea and the sky. " * 8
+    want, finish, _ = chat_text(server, prompt, max_tokens=40)
     assert finish == "length", "the tiny model was expected to run to max_tokens greedily"
     open_page(d, server, {"qwenc.settings": {"max_tokens": 40}})
     # the tiny model has random weights: the page says so
@@ -217,7 +219,7 @@ def test_browser_chat_streams_the_api_answer(server, browser):
 
     # slow delivery: the answer is seen while it streams, then in full
     throttle(d, 3000)
-    send(d, "Hello there")
+    send(d, prompt)
     wait_for(d, "document.body.dataset.busy === '1' && " + LAST_ANSWER + ".length > 0", timeout=60,
              what="the first streamed tokens while busy")
     partial = d.execute_script("return " + LAST_ANSWER + ";")
@@ -226,7 +228,7 @@ def test_browser_chat_streams_the_api_answer(server, browser):
     wait_for(d, "document.body.dataset.busy === '0'", timeout=60, what="the answer to finish")
     msgs = stored_messages(d)
     assert [m["role"] for m in msgs] == ["user", "assistant"]
-    assert msgs[0]["content"] == "Hello there"
+    assert msgs[0]["content"] == prompt
     assert msgs[1]["content"] == want, "the page's streamed answer differs from the API's greedy answer"
     # seen in pieces: at 3 KB/s the 40 events take seconds, the poll 50 ms
     assert 0 < len(partial) < len(d.execute_script("return " + LAST_ANSWER + ";"))
@@ -247,6 +249,9 @@ def test_browser_chat_streams_the_api_answer(server, browser):
              what="regenerate to finish")
     msgs = stored_messages(d)
     assert len(msgs) == 2 and msgs[1]["content"] == want
+    # the same prompt again: its pages came from the prefix cache, and the page says so
+    hits = re.search(r"\((\d+) from the prompt cache\)", d.execute_script("return " + LAST_STATS + ";"))
+    assert hits and int(hits.group(1)) >= 64, d.execute_script("return " + LAST_STATS + ";")
 
     # the conversation survives a reload (localStorage)
     d.get(server.url + "/")
