@@ -167,8 +167,9 @@ static int host_ok(qw_http *h, struct MHD_Connection *c) {
 /* ---- routes ---------------------------------------------------------------- */
 
 typedef enum {
-    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_WEBUI,
-    R_OLLAMA_CHAT, R_OLLAMA_GENERATE, R_OLLAMA_TAGS, R_OLLAMA_PS, R_OLLAMA_SHOW, R_OLLAMA_VERSION, R_OLLAMA_EMBED
+    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_INFILL, R_TOKENIZE, R_DETOKENIZE,
+    R_WEBUI, R_OLLAMA_CHAT, R_OLLAMA_GENERATE, R_OLLAMA_TAGS, R_OLLAMA_PS, R_OLLAMA_SHOW, R_OLLAMA_VERSION,
+    R_OLLAMA_EMBED
 } route;
 
 /* The URL as printable ASCII (for error messages, which must stay valid
@@ -196,6 +197,7 @@ static route find_route(const char *url, const char **want_method) {
         {"/completions", "POST", R_COMPLETIONS},
         {"/v1/chat/completions", "POST", R_CHAT},
         {"/chat/completions", "POST", R_CHAT},
+        {"/infill", "POST", R_INFILL},
         {"/tokenize", "POST", R_TOKENIZE},
         {"/detokenize", "POST", R_DETOKENIZE},
         {"/api/chat", "POST", R_OLLAMA_CHAT},
@@ -718,6 +720,7 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
     switch (rt) {
     case R_COMPLETIONS: return h_generate(h, c, e, k, API_COMPLETION);
     case R_CHAT: return h_generate(h, c, e, k, API_CHAT);
+    case R_INFILL: return h_generate(h, c, e, k, API_INFILL);
     case R_OLLAMA_CHAT: return h_generate(h, c, e, k, API_OLLAMA_CHAT);
     case R_OLLAMA_GENERATE: return h_generate(h, c, e, k, API_OLLAMA_GENERATE);
     case R_OLLAMA_SHOW: return h_ollama_show(h, c, e, k);

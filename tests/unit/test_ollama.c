@@ -103,7 +103,7 @@ static void test_parse_with_tokenizer(void) {
                     "\"num_predict\":5,\"stop\":[\"x\",\"yz\"],\"repeat_penalty\":1.1,\"repeat_last_n\":32,"
                     "\"presence_penalty\":0.5,\"frequency_penalty\":0.25}}";
     CHECK(ollama_parse(OLLAMA_CHAT, b, strlen(b), &lim, &o, &e) == 0, "chat: %s", e.message);
-    qw_chat_msg m[1] = {{"user", "hi"}};
+    qw_chat_msg m[1] = {{.role = "user", .content = "hi"}};
     int32_t *ids;
     size_t n;
     chat_encode(tok, m, 1, 1, &ids, &n, &err);
@@ -133,7 +133,7 @@ static void test_parse_with_tokenizer(void) {
     /* system and raw. */
     b = "{\"model\":\"x\",\"prompt\":\"hi\",\"system\":\"S\"}";
     CHECK(ollama_parse(OLLAMA_GENERATE, b, strlen(b), &lim, &o, &e) == 0, "system: %s", e.message);
-    qw_chat_msg m2[2] = {{"system", "S"}, {"user", "hi"}};
+    qw_chat_msg m2[2] = {{.role = "system", .content = "S"}, {.role = "user", .content = "hi"}};
     int32_t *ids2;
     size_t n2;
     chat_encode(tok, m2, 2, 1, &ids2, &n2, &err);
