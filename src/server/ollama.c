@@ -135,7 +135,7 @@ int ollama_parse(ollama_kind kind, const char *body, size_t len, const api_limit
     }
 
     if (refuse(j, "format", "JSON mode and structured outputs need constrained decoding, which qwenc lacks", e) ||
-        refuse(j, "tools", "qwenc does no function calling", e) ||
+        refuse(j, "tools", "function calling is served on the OpenAI API (/v1/chat/completions), not on this one", e) ||
         refuse(j, "think", "this model does not think (no reasoning mode)", e) ||
         refuse(j, "logprobs", "ask the OpenAI API (/v1/chat/completions) for log probabilities", e) ||
         refuse(j, "images", "a text-only model", e) ||
