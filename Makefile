@@ -42,7 +42,10 @@ endif
 # src/kernels/ keeps its op families in subfolders (src/kernels/matmul/ ...).
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/kernels/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# Files embedded into the binary (tools/embed.c writes each as a C array):
+# the web chat page served at / (src/server/webui.c).
+GEN_OBJ  := $(BUILD)/gen/webui_page.o
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GEN_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 DEPS     := $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
@@ -63,6 +66,20 @@ $(BUILD)/qwenc: $(CLI_OBJ) $(BUILD)/libqwenc.a
 $(BUILD)/libqwenc.a: $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
+
+# Build-time tools run on the build machine: HOSTCC, never the sanitizer or
+# cross flags.
+HOSTCC ?= cc
+$(BUILD)/tools/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(HOSTCC) -O2 -o $@ $<
+
+$(BUILD)/gen/webui_page.c: src/server/webui/index.html $(BUILD)/tools/embed
+	@mkdir -p $(dir $@)
+	$(BUILD)/tools/embed qw_webui_index_html $< $@
+
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -97,7 +114,7 @@ tests: $(TEST_BIN)
 # The README's test command. Runs every C test program, then the end-to-end
 # suite, and ends with one line "N passed, N failed".
 test: qwenc $(TEST_BIN)
-	@.venv/bin/python -c 'import pytest, gguf' 2>/dev/null || tools/venv.sh
+	@.venv/bin/python -c 'import pytest, gguf, selenium, ollama' 2>/dev/null || tools/venv.sh
 	@BUILD=$(BUILD) tests/run.sh
 
 # On demand: the real-weights tier on both real files (0.5B and 1.5B,

@@ -81,6 +81,7 @@ typedef struct qw_opts {
     long cache_mb;            /* --cache-ram MB: prefix cache budget; -1 = default (engine.h), 0 = off */
     const char *api_key;      /* --api-key KEY */
     const char *cors;         /* --cors ORIGIN */
+    int no_webui;             /* --no-webui: no web chat page at / */
     long max_body;            /* --max-body BYTES (default 1 MiB) */
     const char *alias;        /* --alias NAME: the model id served (/v1/models, "model") */
     int any_model;            /* --any-model: accept requests naming any model */

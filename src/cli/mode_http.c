@@ -45,6 +45,7 @@ int mode_http(const qw_opts *o) {
         .api_key = o->api_key,
         .cors = o->cors,
         .max_body = o->max_body,
+        .no_webui = o->no_webui,
     };
     qw_http *h = http_start(&hc, &err);
     if (!h) {

@@ -60,10 +60,11 @@ void usage(FILE *f) {
         "  qwenc MODEL --detokenize \"IDS\"      print text\n"
         "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
         "              [--cache-ram MB] [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
-        "              [--alias NAME] [--any-model]\n"
-        "                                      HTTP server (seed API + OpenAI API); --port PORT too;\n"
-        "                                      the model is served as NAME (default: the repo id,\n"
-        "                                      the GGUF's general.name or the folder name) and\n"
+        "              [--alias NAME] [--any-model] [--no-webui]\n"
+        "                                      HTTP server (seed API + OpenAI API + Ollama API)\n"
+        "                                      and a web chat at / (--no-webui: none); --port PORT\n"
+        "                                      too; the model is served as NAME (default: the repo\n"
+        "                                      id, the GGUF's general.name or the folder name) and\n"
         "                                      requests naming another model get 404 unless\n"
         "                                      --any-model\n"
         "  qwenc MODEL --server PATH           Unix socket server (JSON lines)\n"
@@ -360,6 +361,7 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         }
         else if (!strcmp(a, "--api-key")) { NEED_ARG; o->api_key = v; }
         else if (!strcmp(a, "--cors")) { NEED_ARG; o->cors = v; }
+        else if (!strcmp(a, "--no-webui")) o->no_webui = 1;
         else if (!strcmp(a, "--alias")) { NEED_ARG; if (!v[0]) { fprintf(stderr, "qwenc: --alias: empty name\n"); return -1; } o->alias = v; }
         else if (!strcmp(a, "--any-model")) { o->any_model = 1; }
         else if (!strcmp(a, "--max-body")) {

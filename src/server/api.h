@@ -90,7 +90,10 @@ int api_utf8_valid(const char *s, size_t len);
 /* The request protocols: the two generation endpoints of the HTTP API and
  * the token-id protocols of the Unix socket (sockserv.h) and stdin
  * (stdinserv.h) servers. */
-typedef enum { API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3, API_INFILL = 4 } api_kind;
+typedef enum {
+    API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3, API_INFILL = 4,
+    API_OLLAMA_CHAT = 5, API_OLLAMA_GENERATE = 6 /* Ollama's /api/chat, /api/generate (ollama.h) */
+} api_kind;
 
 /* /infill without n_predict / max_tokens: tokens to generate. */
 #define API_INFILL_DEFAULT 128

@@ -21,12 +21,15 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "server/api.h"
+#include "server/ollama.h"
 #include "server/request.h"
+#include "server/webui.h"
 
 #define POLL_S 0.02
 #define DRAIN_S 2 /* http_stop: most seconds to wait for answers in flight */
@@ -56,6 +59,17 @@ typedef struct conn {
 
 /* ---- responses ----------------------------------------------------------- */
 
+/* Errors under /api/ are Ollama's {"error": "message"}, elsewhere OpenAI's
+ * {"error": {...}}. libmicrohttpd runs each connection on its own thread
+ * (MHD_USE_THREAD_PER_CONNECTION) and calls back on it only for that
+ * connection's current request, so on_request sets the style of the request
+ * being served for its thread, and every error path below reads it. */
+static _Thread_local int t_ollama_errors;
+
+static char *error_json(const api_error *e) {
+    return t_ollama_errors ? ollama_error_json(e) : api_error_json(e);
+}
+
 static void add_common_headers(qw_http *h, struct MHD_Response *r) {
     if (h->cfg.cors) {
         MHD_add_response_header(r, "Access-Control-Allow-Origin", h->cfg.cors);
@@ -68,7 +82,7 @@ static enum MHD_Result send_body(qw_http *h, struct MHD_Connection *c, int statu
                                  const char *ctype) {
     if (!body) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
-        body = strdup(oom);
+        body = strdup(t_ollama_errors ? "{\"error\":\"out of memory\"}" : oom);
         status = 500;
         if (!body) return MHD_NO;
     }
@@ -93,7 +107,7 @@ static enum MHD_Result send_json(qw_http *h, struct MHD_Connection *c, int statu
 static enum MHD_Result send_error(qw_http *h, struct MHD_Connection *c, const api_error *e) {
     if (e->status >= 500) LOG_WARN("http: %d %s", e->status, e->message);
     else LOG_DEBUG("http: %d %s", e->status, e->message);
-    return send_json(h, c, e->status, api_error_json(e));
+    return send_json(h, c, e->status, error_json(e));
 }
 
 static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, int status, const char *code,
@@ -153,8 +167,9 @@ static int host_ok(qw_http *h, struct MHD_Connection *c) {
 /* ---- routes ---------------------------------------------------------------- */
 
 typedef enum {
-    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT,
-    R_INFILL, R_TOKENIZE, R_DETOKENIZE
+    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_INFILL, R_TOKENIZE, R_DETOKENIZE,
+    R_WEBUI, R_OLLAMA_CHAT, R_OLLAMA_GENERATE, R_OLLAMA_TAGS, R_OLLAMA_PS, R_OLLAMA_SHOW, R_OLLAMA_VERSION,
+    R_OLLAMA_EMBED
 } route;
 
 /* The URL as printable ASCII (for error messages, which must stay valid
@@ -171,6 +186,8 @@ static route find_route(const char *url, const char **want_method) {
         const char *path, *method;
         route r;
     } t[] = {
+        {"/", "GET", R_WEBUI},
+        {"/index.html", "GET", R_WEBUI},
         {"/health", "GET", R_HEALTH},
         {"/v1/health", "GET", R_HEALTH},
         {"/v1/models", "GET", R_MODELS},
@@ -183,6 +200,14 @@ static route find_route(const char *url, const char **want_method) {
         {"/infill", "POST", R_INFILL},
         {"/tokenize", "POST", R_TOKENIZE},
         {"/detokenize", "POST", R_DETOKENIZE},
+        {"/api/chat", "POST", R_OLLAMA_CHAT},
+        {"/api/generate", "POST", R_OLLAMA_GENERATE},
+        {"/api/tags", "GET", R_OLLAMA_TAGS},
+        {"/api/ps", "GET", R_OLLAMA_PS},
+        {"/api/show", "POST", R_OLLAMA_SHOW},
+        {"/api/version", "GET", R_OLLAMA_VERSION},
+        {"/api/embed", "POST", R_OLLAMA_EMBED},
+        {"/api/embeddings", "POST", R_OLLAMA_EMBED},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(url, t[i].path)) {
@@ -204,6 +229,112 @@ static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c) {
                          strdup("{\"status\":\"ok\",\"random_weights\":true,\"warning\":\"this model has RANDOM "
                                 "WEIGHTS (qwenc synth): its output is noise\"}"));
     return send_json(h, c, 200, strdup("{\"status\":\"ok\"}"));
+}
+
+/* GET /: the web chat page (webui.h), or 404 with --no-webui. */
+static enum MHD_Result h_webui(qw_http *h, struct MHD_Connection *c) {
+    if (h->cfg.no_webui)
+        return fail(h, c, 404, "not_found", NULL, "the web UI is turned off on this server (--no-webui)");
+    size_t n;
+    const char *page = webui_page(&n);
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)page, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    for (int i = 0; webui_headers[i][0]; i++) MHD_add_response_header(r, webui_headers[i][0], webui_headers[i][1]);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- Ollama's model endpoints (ollama.h) ---------------------------------- */
+
+static uint64_t mat_params(const qw_mat *m) { return m->data ? (uint64_t)(m->rows * m->cols) : 0; }
+
+/* The served model as Ollama describes one. */
+static void ollama_model_of(const qw_engine *e, ollama_model *m) {
+    const qw_model *md = e->model;
+    const qw_config *cfg = &md->cfg;
+    memset(m, 0, sizeof *m);
+    m->name = engine_model_id(e);
+    size_t dl = strlen(md->dir);
+    m->format = dl > 5 && !strcasecmp(md->dir + dl - 5, ".gguf") ? "gguf" : "safetensors";
+    m->family = "qwen2";
+    m->size = md->weight_bytes;
+    /* Every weight (matrices, biases, norm vectors; tied embeddings once),
+     * and the type holding most of the layers' weights as the
+     * quantization level (a Q4_K_M file mixes Q4_K, Q5_0, Q6_K, ...). */
+    uint64_t p = mat_params(&md->embed) + (cfg->tie_embeddings ? 0 : mat_params(&md->lm_head)) + (uint64_t)cfg->hidden;
+    uint64_t by_type[QW_DTYPE_COUNT] = {0};
+    for (int i = 0; i < cfg->n_layers; i++) {
+        const qw_layer *l = &md->layers[i];
+        const qw_mat *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++) {
+            p += mat_params(mats[k]);
+            if ((int)mats[k]->dtype >= 0 && mats[k]->dtype < QW_DTYPE_COUNT) by_type[mats[k]->dtype] += mat_params(mats[k]);
+        }
+        p += (uint64_t)(l->wq.rows + l->wk.rows + l->wv.rows) + 2 * (uint64_t)cfg->hidden;
+    }
+    m->params = p;
+    int top = 0;
+    for (int t = 1; t < QW_DTYPE_COUNT; t++)
+        if (by_type[t] > by_type[top]) top = t;
+    m->quant = qw_dtype_name((qw_dtype)top);
+    struct stat sb;
+    m->modified_s = stat(md->dir, &sb) == 0 ? (long long)sb.st_mtime : 0;
+    /* A name for this model and file version, not a hash of the bytes
+     * (hashing gigabytes at start would cost seconds): splitmix64 over the
+     * id, size and time, four times. */
+    uint64_t z = 0x9E3779B97F4A7C15ULL ^ m->size ^ ((uint64_t)m->modified_s << 20);
+    for (const char *s = m->name; *s; s++) z = (z ^ (unsigned char)*s) * 0x100000001B3ULL;
+    for (int k = 0; k < 4; k++) {
+        z += 0x9E3779B97F4A7C15ULL;
+        uint64_t x = z;
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+        snprintf(m->digest + 16 * k, 17, "%016llx", (unsigned long long)(x ^ (x >> 31)));
+    }
+    m->n_ctx = e->n_ctx;
+    m->max_ctx = cfg->max_pos;
+    m->hidden = cfg->hidden;
+    m->inter = cfg->inter;
+    m->n_layers = cfg->n_layers;
+    m->n_heads = cfg->n_heads;
+    m->n_kv_heads = cfg->n_kv_heads;
+    m->vocab = cfg->vocab;
+    m->rms_eps = cfg->rms_eps;
+    m->rope_theta = cfg->rope_theta;
+    m->random_weights = cfg->random_weights;
+}
+
+static enum MHD_Result h_ollama_info(qw_http *h, struct MHD_Connection *c, qw_engine *e, route rt) {
+    ollama_model m;
+    ollama_model_of(e, &m);
+    if (rt == R_OLLAMA_TAGS) return send_json(h, c, 200, ollama_tags_json(&m));
+    return send_json(h, c, 200, ollama_ps_json(&m));
+}
+
+/* POST /api/show {"model"} (older clients: "name"). */
+static enum MHD_Result h_ollama_show(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k) {
+    cJSON *j = cJSON_ParseWithLengthOpts(k->body, k->len, NULL, 0);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return fail(h, c, 400, "invalid_json", NULL, "the body must be a JSON object");
+    }
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(j, "model");
+    if (!cJSON_IsString(n)) n = cJSON_GetObjectItemCaseSensitive(j, "name");
+    if (!cJSON_IsString(n) || !n->valuestring[0]) {
+        cJSON_Delete(j);
+        return fail(h, c, 400, "missing_field", "model", "'model' is required");
+    }
+    if (!e->any_model && !ollama_name_matches(n->valuestring, engine_model_id(e))) {
+        api_error ae;
+        api_model_not_found(&ae, n->valuestring, engine_model_id(e));
+        cJSON_Delete(j);
+        return send_error(h, c, &ae);
+    }
+    cJSON_Delete(j);
+    ollama_model m;
+    ollama_model_of(e, &m);
+    return send_json(h, c, 200, ollama_show_json(&m));
 }
 
 /* GET /v1/models (the list) or /v1/models/ID (one: any ID names the one
@@ -454,7 +585,7 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
         stream_free(st);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Content-Type", request_stream_type(q));
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     add_common_headers(h, resp);
@@ -469,7 +600,7 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
  * Allow). */
 static enum MHD_Result send_error_with(qw_http *h, struct MHD_Connection *c, const api_error *e, const char *name,
                                        const char *value) {
-    char *j = api_error_json(e);
+    char *j = error_json(e);
     struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
         free(j);
@@ -510,7 +641,9 @@ static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const ch
     route rt = find_route(url, &want);
     api_error e;
     char su[201], sm[21];
-    if (rt != R_HEALTH && !auth_ok(h, c)) {
+    /* The page is public (static, the same in every binary); what it does
+     * goes through the API, which needs the key. */
+    if (rt != R_HEALTH && rt != R_WEBUI && !auth_ok(h, c)) {
         api_fail(&e, 401, "invalid_api_key", NULL, "missing or wrong API key (Authorization: Bearer KEY)");
         return send_error_with(h, c, &e, "WWW-Authenticate", "Bearer");
     }
@@ -564,6 +697,7 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
     const char *want;
     route rt = find_route(url, &want);
     if (rt == R_HEALTH) return h_health(h, c);
+    if (rt == R_WEBUI) return h_webui(h, c);
     if (atomic_load(&h->stopping)) return fail(h, c, 503, "shutting_down", NULL, "the server is shutting down");
     qw_engine *e = atomic_load(&h->eng);
     if (rt == R_METRICS) return h_metrics(h, c, e);
@@ -574,6 +708,8 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
         return send_error(h, c, &ae);
     }
     if (rt == R_MODELS || rt == R_MODEL) return h_models(h, c, e, rt == R_MODEL);
+    if (rt == R_OLLAMA_VERSION) return send_json(h, c, 200, ollama_version_json());
+    if (rt == R_OLLAMA_TAGS || rt == R_OLLAMA_PS) return h_ollama_info(h, c, e, rt);
     /* POST bodies. */
     if (!k->body) {
         k->body = strdup("");
@@ -585,6 +721,12 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
     case R_COMPLETIONS: return h_generate(h, c, e, k, API_COMPLETION);
     case R_CHAT: return h_generate(h, c, e, k, API_CHAT);
     case R_INFILL: return h_generate(h, c, e, k, API_INFILL);
+    case R_OLLAMA_CHAT: return h_generate(h, c, e, k, API_OLLAMA_CHAT);
+    case R_OLLAMA_GENERATE: return h_generate(h, c, e, k, API_OLLAMA_GENERATE);
+    case R_OLLAMA_SHOW: return h_ollama_show(h, c, e, k);
+    case R_OLLAMA_EMBED:
+        return fail(h, c, 501, "not_implemented", NULL,
+                    "qwenc computes no embeddings (a generation server for one chat model)");
     case R_TOKENIZE: return h_tokenize(h, c, e, k);
     case R_DETOKENIZE: return h_detokenize(h, c, e, k);
     default: return fail(h, c, 404, "not_found", NULL, "no such endpoint");
@@ -598,6 +740,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls) {
     qw_http *h = cls;
     (void)version;
+    t_ollama_errors = !strncmp(url, "/api/", 5);
     conn *k = *con_cls;
     if (!k) {
         k = calloc(1, sizeof *k);

@@ -2,6 +2,8 @@
  * tokenize / detokenize, health and Prometheus metrics. See api.h for the
  * API subset and the request fields.
  *
+ *   GET  /                     the web chat page (webui.h; 404 with no_webui);
+ *                              also /index.html
  *   GET  /health               200 {"status":"ok"} (503 {"status":"loading"});
  *                              "random_weights": true for synthetic models
  *   GET  /v1/models            the one loaded model, under engine_model_id();
@@ -12,6 +14,10 @@
  *   POST /v1/chat/completions  OpenAI chat completions (+ SSE streaming)
  *   POST /tokenize             {"content"} -> {"tokens": [...]}
  *   POST /detokenize           {"tokens": [...]} -> {"content"}
+ *   POST /api/chat, /api/generate, GET /api/tags, /api/ps, /api/version,
+ *   POST /api/show             Ollama's API (ollama.h); POST /api/embed and
+ *                              /api/embeddings 501; every error under /api/
+ *                              in Ollama's {"error": "message"} shape
  * (/completions and /chat/completions, /models answer too.)
  *
  * Threads: libmicrohttpd runs one thread per connection. The generation
@@ -24,7 +30,8 @@
  * Security: bound to 127.0.0.1 by default; when bound to a loopback address
  * the Host header must name localhost, 127.0.0.1 or [::1] with the bound
  * port (DNS-rebinding defence, 403 otherwise); --api-key requires
- * "Authorization: Bearer KEY" everywhere except /health (401); CORS headers
+ * "Authorization: Bearer KEY" everywhere except /health and the static web
+ * page (401); CORS headers
  * and OPTIONS preflight only with --cors ORIGIN; bodies over --max-body are
  * 413; invalid UTF-8 400; a full queue 503 with Retry-After.
  */
@@ -41,6 +48,7 @@ typedef struct qw_http_cfg {
     const char *cors;     /* NULL = no CORS */
     long max_body;        /* bytes */
     int max_conns;        /* 0 = default (256) */
+    int no_webui;         /* 1: no web chat page at / (--no-webui) */
 } qw_http_cfg;
 
 typedef struct qw_http qw_http;

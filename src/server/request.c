@@ -14,6 +14,7 @@
 #include "base/arena.h"
 #include "base/log.h"
 #include "engine/generate.h"
+#include "server/ollama.h"
 #include "grammar/grammar.h"
 #include "server/infill.h"
 #include "server/stopstr.h"
@@ -55,9 +56,13 @@ struct qw_request {
     size_t echo_len;
     qw_abuf piece;       /* text of the last DELTA */
     qw_abuf out;         /* rendered bytes (request_sse, request_reply) */
+    /* Ollama's protocol: the name the client gave (echoed in every object). */
+    char ollama_model[256];
 };
 
-static int is_text(api_kind k) { return k == API_COMPLETION || k == API_CHAT || k == API_INFILL; }
+static int is_ollama(api_kind k) { return k == API_OLLAMA_CHAT || k == API_OLLAMA_GENERATE; }
+static int is_text(api_kind k) { return k == API_COMPLETION || k == API_CHAT || k == API_INFILL || is_ollama(k); }
+static ollama_kind ollama_of(api_kind k) { return k == API_OLLAMA_CHAT ? OLLAMA_CHAT : OLLAMA_GENERATE; }
 
 static int is_stop_id(const qw_request *q, int32_t id) {
     for (int i = 0; i < q->p.n_stop_ids; i++)
@@ -148,7 +153,10 @@ static void submit_error(qw_request *q, int rc, const char *msg) {
     else if (rc == QW_SCHED_ESHUTDOWN) api_fail(&q->err, 503, "shutting_down", NULL, "%s", msg);
     else if (rc == QW_SCHED_EINVAL)
         api_fail(&q->err, 400, "invalid_value",
-                 q->kind == API_CHAT ? "messages" : is_text(q->kind) ? "prompt" : "tokens", "%s", msg);
+                 q->kind == API_CHAT || q->kind == API_OLLAMA_CHAT ? "messages"
+                 : is_text(q->kind)                                 ? "prompt"
+                                                                    : "tokens",
+                 "%s", msg);
     else api_fail(&q->err, 500, "out_of_memory", NULL, "%s", msg);
 }
 
@@ -177,9 +185,21 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
         .any_model = e->any_model,
     };
     int rc;
+    const char *load_call = NULL; /* Ollama's load / unload call: "load" / "unload" */
     switch (q->kind) {
     case API_SOCKET: rc = api_parse_socket(bytes, len, &lim, &q->p, &q->err); break;
     case API_STDIN: rc = api_parse_stdin(bytes, len, &lim, &q->p, &q->err); break;
+    case API_OLLAMA_CHAT:
+    case API_OLLAMA_GENERATE: {
+        ollama_req o;
+        rc = ollama_parse(ollama_of(q->kind), bytes, len, &lim, &o, &q->err);
+        if (rc == 0) {
+            q->p = o.req; /* taken: freed with q->p */
+            snprintf(q->ollama_model, sizeof q->ollama_model, "%s", o.model);
+            if (o.load_only) load_call = o.unload ? "unload" : "load";
+        }
+        break;
+    }
     default: rc = api_parse(q->kind, bytes, len, &lim, &q->p, &q->err); break;
     }
     if (rc < 0) {
@@ -196,6 +216,14 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
     }
     memset(q->c, 0, (size_t)q->n * sizeof *q->c);
     for (int i = 0; i < q->n; i++) stopstr_init(&q->c[i].stop, NULL, 0);
+    if (load_call) {
+        /* The model is always loaded: done at once, one object. */
+        q->c[0].finish = load_call;
+        q->p.stream = 0;
+        q->created = (long long)time(NULL);
+        q->state = RQ_DONE;
+        return 0;
+    }
     if (is_text(q->kind)) {
         /* OpenAI semantics: without a seed, sampling differs from request
          * to request (unless the command line fixed the sampling, seed
@@ -214,7 +242,7 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
             return -1;
         }
         for (int i = 0; i < q->n; i++) q->c[i].lp_off = q->echo_len;
-        new_id(q->kind == API_CHAT ? "chatcmpl-" : "cmpl-", q->id, sizeof q->id);
+        new_id(is_ollama(q->kind) ? "ollama-" : q->kind == API_CHAT ? "chatcmpl-" : "cmpl-", q->id, sizeof q->id);
         if (q->kind == API_CHAT && q->p.tools_mode != TOOLS_OFF) {
             api_tools t = {.mode = (tools_mode)q->p.tools_mode, .parallel = q->p.tools_parallel};
             for (int i = 0; i < q->n; i++)
@@ -673,8 +701,73 @@ static int sse_start(qw_request *q, const api_meta *m) {
     return 0;
 }
 
+/* ---- Ollama's protocol (ollama.h) ---- */
+
+static void ollama_now(char t[40]) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ollama_time(t, &ts);
+}
+
+/* The last object's numbers (durations in ns; the model is always loaded,
+ * so load_duration is 0). Ollama requests have one choice. */
+static void ollama_stats_of(const qw_request *q, ollama_stats *os) {
+    memset(os, 0, sizeof *os);
+    os->done_reason = q->n > 0 && q->c[0].finish ? q->c[0].finish : "stop";
+    if (q->n == 0 || !q->c[0].r) return;
+    qw_req_stats st;
+    sched_req_stats(q->c[0].r, &st);
+    os->prompt_eval_count = q->p.n_prompt;
+    os->eval_count = q->c[0].n_used;
+    os->total_ns = (int64_t)(st.total_s * 1e9);
+    os->prompt_eval_ns = (int64_t)(st.prefill_s * 1e9);
+    os->eval_ns = (int64_t)(st.decode_s * 1e9);
+}
+
+static char *ollama_error_line(const qw_request *q) {
+    char *j = ollama_error_json(&q->err);
+    size_t n = j ? strlen(j) : 0;
+    char *s = j ? realloc(j, n + 2) : NULL;
+    if (!s) {
+        free(j);
+        return NULL;
+    }
+    s[n] = '\n';
+    s[n + 1] = '\0';
+    return s;
+}
+
+/* An event as NDJSON: a text object per DELTA, the stats object at DONE,
+ * {"error": ...} at ERROR (Ollama's clients raise it). */
+static int ollama_stream(qw_request *q, const req_event *ev) {
+    char t[40];
+    ollama_now(t);
+    ollama_kind ok = ollama_of(q->kind);
+    ollama_stats os;
+    switch (ev->kind) {
+    case REQ_EV_NONE:
+    case REQ_EV_START:
+    case REQ_EV_FINISH: return 0;
+    case REQ_EV_DELTA:
+        return ev->text_len ? out_take(q, ollama_chunk(ok, q->ollama_model, t, ev->text, ev->text_len)) : 0;
+    case REQ_EV_DONE: ollama_stats_of(q, &os); return out_take(q, ollama_final(ok, q->ollama_model, t, NULL, 0, &os));
+    case REQ_EV_ERROR: return out_take(q, ollama_error_line(q));
+    }
+    return 0;
+}
+
+const char *request_stream_type(const qw_request *q) {
+    return is_ollama(q->kind) ? "application/x-ndjson" : "text/event-stream";
+}
+
 int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *len) {
     q->out.len = 0;
+    if (is_ollama(q->kind)) {
+        int orc = ollama_stream(q, ev);
+        *bytes = q->out.data ? q->out.data : "";
+        *len = q->out.len;
+        return orc;
+    }
     api_meta m = meta(q);
     int rc = 0;
     switch (ev->kind) {
@@ -739,6 +832,7 @@ static char *error_doc(const qw_request *q) {
         if (s) snprintf(s, n, "error: %s", q->err.message);
         return s;
     }
+    if (is_ollama(q->kind)) return ollama_error_json(&q->err);
     return api_error_json(&q->err);
 }
 
@@ -774,6 +868,17 @@ static char *tokens_doc(qw_request *q) {
 }
 
 static char *text_doc(qw_request *q) {
+    if (is_ollama(q->kind)) {
+        /* One object: the whole answer with the stats (no newline). */
+        char t[40];
+        ollama_now(t);
+        ollama_stats os;
+        ollama_stats_of(q, &os);
+        const qw_abuf *txt = &q->c[0].text;
+        char *s = ollama_final(ollama_of(q->kind), q->ollama_model, t, txt->data ? txt->data : "", txt->len, &os);
+        if (s) s[strcspn(s, "\n")] = '\0';
+        return s;
+    }
     req_usage u;
     request_usage(q, &u);
     api_meta m = meta(q);

@@ -129,6 +129,12 @@ void request_next(qw_request *q, double timeout_s, req_event *ev);
  * or -1 when out of memory (the transport then ends the stream). */
 int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *len);
 
+/* The streamed bytes' Content-Type: "text/event-stream" (SSE, the OpenAI
+ * kinds) or "application/x-ndjson" (the Ollama kinds, whose request_sse
+ * renders Ollama's newline-delimited objects instead: a text object per
+ * DELTA, the stats object at DONE, {"error": ...} at ERROR). */
+const char *request_stream_type(const qw_request *q);
+
 /* Run to the end for a non-streamed answer: events until DONE or ERROR,
  * calling gone(arg) about every poll_s seconds (gone may be NULL). Returns
  * 0 when finished (request_reply is ready), 1 if gone() said the client
