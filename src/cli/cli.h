@@ -25,6 +25,10 @@ typedef struct qw_opts {
     int raw;                  /* --raw: no chat template */
     const char *tokenize;     /* --tokenize TEXT|- */
     const char *detokenize;   /* --detokenize IDS */
+    /* constrained output (--prompt): at most one of these */
+    const char *json_schema;  /* --json-schema FILE: the output validates against it */
+    const char *grammar;      /* --grammar FILE: GBNF, start rule "root" */
+    int json_object;          /* --json-object: any JSON object */
     /* sampling */
     qw_sampling sampling;
     int sampling_set;         /* any sampling flag given (else model defaults / greedy) */

@@ -38,6 +38,9 @@ void usage(FILE *f) {
         "                                      (float32 LE, n_tokens x vocab)\n"
         "  qwenc MODEL --prompt \"TEXT\" [-n N] [--system TEXT] [--raw] [sampling]\n"
         "                                      chat-templated generation, text streamed\n"
+        "              [--json-schema FILE | --grammar FILE | --json-object]\n"
+        "                                      constrain the output to a JSON Schema, a\n"
+        "                                      GBNF grammar or any JSON object (docs/grammar.md)\n"
         "  qwenc MODEL --tokenize \"TEXT\"|-    print token ids (no template)\n"
         "  qwenc MODEL --detokenize \"IDS\"      print text\n"
         "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
@@ -166,6 +169,9 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--prompt")) { NEED_ARG; o->prompt = v; }
         else if (!strcmp(a, "--system")) { NEED_ARG; o->system = v; }
         else if (!strcmp(a, "--raw")) o->raw = 1;
+        else if (!strcmp(a, "--json-schema")) { NEED_ARG; o->json_schema = v; }
+        else if (!strcmp(a, "--grammar")) { NEED_ARG; o->grammar = v; }
+        else if (!strcmp(a, "--json-object")) o->json_object = 1;
         else if (!strcmp(a, "--tokenize")) { NEED_ARG; o->tokenize = v; }
         else if (!strcmp(a, "--detokenize")) { NEED_ARG; o->detokenize = v; }
         else if (!strcmp(a, "--greedy")) { o->sampling.temperature = 0; o->sampling_set = 1; }
@@ -258,6 +264,15 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
             return -1;
         }
 #undef NEED_ARG
+    }
+    int n_constraints = !!o->json_schema + !!o->grammar + !!o->json_object;
+    if (n_constraints > 1) {
+        fprintf(stderr, "qwenc: --json-schema, --grammar and --json-object: give at most one\n");
+        return -1;
+    }
+    if (n_constraints && !o->prompt) {
+        fprintf(stderr, "qwenc: --json-schema, --grammar and --json-object go with --prompt\n");
+        return -1;
     }
     return 0;
 }

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "engine/draft.h"
 #include "engine/generate.h"
+#include "grammar/grammar.h"
 #include "infer/kvcache.h"
 
 const double qw_sched_ttft_bounds[10] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
@@ -33,6 +34,8 @@ struct qw_req {
     qw_sampling sampling;
     qw_sampler *sampler;  /* engine thread only */
     qw_drafter drafter;   /* engine thread only */
+    qw_gmatch *gm;        /* grammar matcher (engine thread only), NULL = unconstrained */
+    int dead_end;         /* engine: the grammar allowed no token (set while sampling) */
     /* logprobs (NULL unless asked): written by the engine thread before the
      * token they describe is published */
     int top_logprobs;
@@ -93,6 +96,7 @@ struct qw_sched {
 static void req_unref(qw_req *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
     sampler_free(r->sampler);
+    gmatch_free(r->gm);
     free(r->toks);
     free(r->lp);
     free(r->plp);
@@ -238,16 +242,26 @@ static void sample_slot(qw_sched *s, slot *sl) {
     sl->n_out = 0;
     for (int j = 0; j <= sl->n_draft; j++) {
         int row = sl->row0 + j;
+        float *logits = ctx_logits(s->ctx, row);
         int32_t t;
         if (r->lp) {
-            /* The sampler may change its logits: it gets a copy, the record
-             * the raw row. */
-            const float *raw = ctx_logits(s->ctx, row);
-            memcpy(r->lp_logits, raw, (size_t)s->vocab * sizeof(float));
-            t = sampler_sample(r->sampler, r->lp_logits, r->toks, n_hist + j);
-            logprob_record(raw, s->vocab, t, r->top_logprobs, &r->lp[r->n_gen + j]);
-        } else {
-            t = sampler_sample(r->sampler, ctx_logits(s->ctx, row), r->toks, n_hist + j);
+            /* The sampler (and the grammar mask) may change its logits: it
+             * gets a copy, the record the raw row. */
+            memcpy(r->lp_logits, logits, (size_t)s->vocab * sizeof(float));
+            logits = r->lp_logits;
+        }
+        /* Constrained: mask what the grammar cannot continue with, then
+         * advance it by the token drawn (constrained requests have no
+         * drafts, so this runs once per step). */
+        if (r->gm && gmatch_apply(r->gm, logits) == 0) {
+            r->dead_end = 1;
+            break;
+        }
+        t = sampler_sample(r->sampler, logits, r->toks, n_hist + j);
+        if (r->lp) logprob_record(ctx_logits(s->ctx, row), s->vocab, t, r->top_logprobs, &r->lp[r->n_gen + j]);
+        if (r->gm && !gmatch_accept_token(r->gm, t)) {
+            r->dead_end = 1; /* cannot happen: t had a finite logit, so the mask allowed it */
+            break;
         }
         s->row_tok[row] = t;
         sl->n_out++;
@@ -460,6 +474,11 @@ static int step(qw_sched *s) {
         qw_req *r = sl->req;
         /* The entry fed positions base .. base + n_draft; the cache now
          * holds the decode token and the n_out - 1 accepted drafts. */
+        if (r->dead_end) {
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_STOP, "the grammar allows no token here (no token of the vocabulary continues it)");
+            continue;
+        }
         int base = sl->n_past - 1 - sl->n_draft;
         int accepted = sl->n_out - 1;
         if (!sl->prefilling) {
@@ -482,7 +501,8 @@ static int step(qw_sched *s) {
         }
         for (int j = 0; j < sl->n_out; j++) {
             int32_t t = s->row_tok[sl->row0 + j];
-            if (!r->ignore_eos && is_eos(&s->model->cfg, t)) {
+            /* a grammar that took EOS is done, whatever ignore_eos says */
+            if ((!r->ignore_eos && is_eos(&s->model->cfg, t)) || (r->gm && gmatch_is_finished(r->gm))) {
                 free_slot(s, i);
                 req_finish(s, r, QW_FINISH_STOP, NULL);
                 break;
@@ -709,6 +729,14 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
             return QW_SCHED_EINVAL;
         }
     }
+    if (!p->grammar != !p->gvocab) {
+        qw_errf(err, "a grammar needs its vocabulary (gvocab) and the other way round");
+        return QW_SCHED_EINVAL;
+    }
+    if (p->gvocab && gvocab_n_vocab(p->gvocab) != s->vocab) {
+        qw_errf(err, "the grammar vocabulary has %d tokens, the model %d", gvocab_n_vocab(p->gvocab), s->vocab);
+        return QW_SCHED_EINVAL;
+    }
     int max_new = p->max_new;
     if (max_new > s->n_ctx - p->n_prompt) max_new = s->n_ctx - p->n_prompt;
 
@@ -719,6 +747,7 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     }
     r->toks = malloc(((size_t)p->n_prompt + (size_t)max_new + 1) * sizeof(int32_t));
     r->sampler = sampler_create(&p->sampling, s->vocab);
+    if (p->grammar) r->gm = gmatch_create(p->grammar, p->gvocab);
     int lp_ok = 1;
     if (p->logprobs || p->prompt_logprobs) {
         int k = p->top_logprobs;
@@ -730,7 +759,8 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
         }
         if (p->prompt_logprobs) lp_ok = lp_ok && (r->plp = calloc((size_t)p->n_prompt, sizeof *r->plp));
     }
-    if (!r->toks || !r->sampler || !lp_ok) {
+    if (!r->toks || !r->sampler || !lp_ok || (p->grammar && !r->gm)) {
+        gmatch_free(r->gm);
         sampler_free(r->sampler);
         free(r->toks);
         free(r->lp);
@@ -750,7 +780,9 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     r->max_new = max_new;
     r->ignore_eos = p->ignore_eos;
     r->sampling = p->sampling;
-    drafter_init(&r->drafter, p->no_spec ? 0 : s->spec_k);
+    /* No drafts under a grammar: a draft's row would need the matcher state
+     * after the earlier drafts (simplest correct answer; output unchanged). */
+    drafter_init(&r->drafter, p->no_spec || p->grammar ? 0 : s->spec_k);
     r->st.n_prompt = p->n_prompt;
     r->t_submit = qw_now();
 

@@ -137,6 +137,16 @@ typedef struct qw_req_params {
     qw_sampling sampling;
     int ignore_eos;        /* 1: do not stop at EOS ids */
     int no_spec;           /* 1: no drafts for this request (plain decoding) */
+    /* Constrained sampling (grammar.h), optional: NULL = none. When set,
+     * every sampled token is one the grammar allows (the others' logits are
+     * masked to -inf before the sampler sees them), EOS only once the
+     * grammar is complete (and then forced if nothing else may follow);
+     * the request finishes with QW_FINISH_STOP when the grammar is done.
+     * The scheduler takes its own reference to grammar; gvocab is borrowed
+     * and must outlive the request; both must be set or neither.
+     * Constrained requests run without drafts. */
+    struct qw_grammar *grammar;
+    const struct qw_gvocab *gvocab;
     int logprobs;          /* 1: a qw_logprob record per generated token (logprob.h: raw
                             * logits' log-softmax, before temperature and penalties) */
     int top_logprobs;      /* alternatives per record, 0..QW_MAX_TOP_LOGPROBS */

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "grammar/grammar.h"
 #include "kernels/kernels.h"
 
 qw_sampling engine_default_sampling(const qw_config *cfg, const qw_sampling *cli) {
@@ -32,6 +33,8 @@ static int64_t engine_cache_bytes(long cache_mb, int64_t per_token, int seqs, in
 
 int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     memset(e, 0, sizeof *e);
+    pthread_mutex_init(&e->gvocab_mu, NULL);
+    e->gvocab_mu_init = 1;
     if (kernels_init(err) != 0) return -1;
     if (model_load(&e->model, o->model_dir, err) != 0) goto fail;
     if (o->quant >= 0) {
@@ -93,9 +96,28 @@ void engine_close(qw_engine *e, double grace_s) {
     if (e->sched) sched_free(e->sched);
     if (e->ctx) ctx_free(e->ctx);
     if (e->pool) pool_free(e->pool);
+    if (e->gvocab) gvocab_free(e->gvocab);
     if (e->tok) tok_free(e->tok);
     if (e->model) model_free(e->model);
+    if (e->gvocab_mu_init) pthread_mutex_destroy(&e->gvocab_mu);
     memset(e, 0, sizeof *e);
+}
+
+const struct qw_gvocab *engine_gvocab(qw_engine *e, qw_err *err) {
+    if (!e->tok) {
+        qw_errf(err, "the model has no tokenizer: constrained output needs one");
+        return NULL;
+    }
+    pthread_mutex_lock(&e->gvocab_mu);
+    if (!e->gvocab) {
+        const qw_config *cfg = &e->model->cfg;
+        double t0 = qw_now();
+        e->gvocab = gvocab_create(e->tok, cfg->vocab, cfg->eos_ids, cfg->n_eos, err);
+        if (e->gvocab) LOG_INFO("grammar vocabulary built in %.2f s", qw_now() - t0);
+    }
+    const struct qw_gvocab *v = e->gvocab;
+    pthread_mutex_unlock(&e->gvocab_mu);
+    return v;
 }
 
 const char *engine_model_id(const qw_engine *e) { return e->model_id; }

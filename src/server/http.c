@@ -153,7 +153,8 @@ static int host_ok(qw_http *h, struct MHD_Connection *c) {
 /* ---- routes ---------------------------------------------------------------- */
 
 typedef enum {
-    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE
+    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT,
+    R_INFILL, R_TOKENIZE, R_DETOKENIZE
 } route;
 
 /* The URL as printable ASCII (for error messages, which must stay valid
@@ -179,6 +180,7 @@ static route find_route(const char *url, const char **want_method) {
         {"/completions", "POST", R_COMPLETIONS},
         {"/v1/chat/completions", "POST", R_CHAT},
         {"/chat/completions", "POST", R_CHAT},
+        {"/infill", "POST", R_INFILL},
         {"/tokenize", "POST", R_TOKENIZE},
         {"/detokenize", "POST", R_DETOKENIZE},
     };
@@ -582,6 +584,7 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
     switch (rt) {
     case R_COMPLETIONS: return h_generate(h, c, e, k, API_COMPLETION);
     case R_CHAT: return h_generate(h, c, e, k, API_CHAT);
+    case R_INFILL: return h_generate(h, c, e, k, API_INFILL);
     case R_TOKENIZE: return h_tokenize(h, c, e, k);
     case R_DETOKENIZE: return h_detokenize(h, c, e, k);
     default: return fail(h, c, 404, "not_found", NULL, "no such endpoint");
