@@ -4,8 +4,9 @@
 #   cli, server -> engine -> infer, model, tokenizer, sample -> kernels, runtime -> format, base
 #
 # Every .c under src/ except src/cli/ goes into build/libqwenc.a; the CLI links it.
-# Kernel files named *_avx2.c / *_avx512.c get only their own ISA flags (never
-# -march=native on shared code: the binary picks its kernels at run time).
+# Kernel files named *_avx2.c / *_avx512.c / *_avx512vnni.c / *_avx512bf16.c
+# (in any folder) get only their own ISA flags (never -march=native on shared
+# code: the binary picks its kernels at run time).
 #
 # Targets: all (./qwenc), test, test-real, asan, tsan, bench, clean, format.
 
@@ -38,7 +39,8 @@ ifneq (,$(findstring x86_64,$(ARCH)))
   FLAGS_AVXVNNI    = -mavx2 -mfma -mf16c -mavxvnni
 endif
 
-LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)))
+# src/kernels/ keeps its op families in subfolders (src/kernels/matmul/ ...).
+LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/kernels/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -142,7 +144,7 @@ fixtures:
 	tools/venv.sh --torch && .venv/bin/python tools/make_fixtures.py
 
 format:
-	clang-format -i $(LIB_SRC) $(CLI_SRC) $(wildcard src/*/*.h) $(TEST_SRC)
+	clang-format -i $(LIB_SRC) $(CLI_SRC) $(wildcard src/*/*.h src/kernels/*/*.h) $(TEST_SRC)
 
 clean:
 	rm -rf build build-asan build-tsan build-arm64 qwenc

@@ -6,7 +6,8 @@
 # Usage: tools/arm64_check.sh [tests/<group>/test_x.c ...]
 #   default: tests/kernels/test_kernels.c, test_quant.c, test_kquant.c, test_qdot.c, test_qdot_kquant.c, test_cpu.c and
 #   tests/unit/test_pool.c.
-# Each test is linked statically with src/base, src/kernels and src/runtime
+# Each test is linked statically with src/base, src/kernels (and its op-family
+# folders) and src/runtime
 # (no external libraries), plus any extra sources in $ARM64_EXTRA_SRC.
 # Exit status: non-zero if any build or test fails. Prints each test's
 # "N passed, N failed" line.
@@ -21,7 +22,7 @@ mkdir -p "$OUT"
 if [ $# -eq 0 ]; then set -- tests/kernels/test_kernels.c tests/kernels/test_quant.c tests/kernels/test_kquant.c \
     tests/kernels/test_qdot.c tests/kernels/test_qdot_kquant.c tests/kernels/test_cpu.c tests/unit/test_pool.c; fi
 CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter -O2 -g -Isrc -Itests -static"
-LIBSRC="$(ls src/base/*.c src/kernels/*.c src/runtime/*.c) ${ARM64_EXTRA_SRC:-}"
+LIBSRC="$(ls src/base/*.c src/kernels/*.c src/kernels/*/*.c src/runtime/*.c) ${ARM64_EXTRA_SRC:-}"
 fail=0
 for t in "$@"; do
     name=$(basename "$t" .c)

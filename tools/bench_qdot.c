@@ -1,9 +1,12 @@
 /* bench_qdot.c - the integer path (matmul_q) against the float path
  * (matmul) of the same quantized weights, one thread, per level.
  *
- *   build/bench/bench_qdot [-d q5_0|q8_0|q4_0|q4_1|q5_1] [-n TOKENS] [-r REPS] [-i ISA]
+ *   build/bench/bench_qdot [-d q5_0|q8_0|q4_0|q4_1|q5_1|q4_k|q5_k|q6_k] [-n TOKENS] [-r REPS] [-i ISA]
  *
- * Shapes: Qwen2.5-0.5B's gate (4864 x 896) and down (896 x 4864). Prints the
+ * Shapes: Qwen2.5-0.5B's gate (4864 x 896) and down (896 x 4864); a shape
+ * whose rows are not whole blocks of the type (896 for the K-quants, as in
+ * the real Q4_K_M file, where such matrices fall back to Q5_0) is skipped
+ * with a line saying so. Prints the
  * best of REPS: ms per call, GB/s of weights (the decode figure, n = 1) and
  * GOP/s (2 * rows * k * n; the prefill figure), plus quantize_qa8's share.
  * Random weight bytes with sane scales. A tool for kernel work (before /
@@ -41,15 +44,20 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-i")) isa = argv[i + 1];
     }
-    qw_dtype dt = QW_Q5_0;
+    int dt = -1;
     for (int t = 0; t < QW_DTYPE_COUNT; t++) {
         char lower[16];
         const char *nm = qw_dtype_name((qw_dtype)t);
         size_t j = 0;
         for (; nm[j] && j < sizeof lower - 1; j++) lower[j] = (char)(nm[j] >= 'A' && nm[j] <= 'Z' ? nm[j] | 0x20 : nm[j]);
         lower[j] = 0;
-        if (!strcmp(lower, dn)) dt = (qw_dtype)t;
+        if (!strcmp(lower, dn)) dt = t;
     }
+    if (dt < 0 || qw_type((qw_dtype)dt)->act != QW_ACT_QA8) {
+        fprintf(stderr, "bench_qdot: -d %s: not a type with an integer kernel (q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k)\n", dn);
+        return 2;
+    }
+    const qw_type_traits *tt = qw_type((qw_dtype)dt);
     static const struct {
         const char *name;
         int64_t rows, k;
@@ -61,13 +69,17 @@ int main(int argc, char **argv) {
         if (!L || !L->matmul_q[dt]) continue;
         for (int si = 0; si < 2; si++) {
             int64_t rows = shapes[si].rows, k = shapes[si].k, rb = qw_dtype_row_bytes(dt, k);
-            int bs = (int)qw_dtype_row_bytes(dt, 32);
+            if (rb < 0) {
+                printf("%-7s %s %-4s skipped: k = %lld is not a whole number of %d-weight blocks\n", names[li],
+                       tt->name, shapes[si].name, (long long)k, tt->block);
+                continue;
+            }
             uint8_t *W = malloc((size_t)(rows * rb));
             for (int64_t i = 0; i < rows * rb; i++) W[i] = (uint8_t)rnd();
-            for (int64_t b = 0; b < rows * rb; b += bs) {
-                uint16_t h = 0x1c00; /* 2^-8 */
-                memcpy(W + b, &h, 2);
-                if (dt == QW_Q4_1 || dt == QW_Q5_1) memcpy(W + b + 2, &h, 2);
+            for (int64_t b = 0; b < rows * rb; b += tt->bytes) { /* sane scales: 2^-8 */
+                uint16_t h = 0x1c00;
+                memcpy(W + b + tt->d_off, &h, 2);
+                if (tt->m_off >= 0) memcpy(W + b + tt->m_off, &h, 2);
             }
             float *X = malloc((size_t)(n * k) * sizeof(float)), *Y = malloc((size_t)(n * rows) * sizeof(float));
             int64_t rq = qw_qa8_row_bytes(k);

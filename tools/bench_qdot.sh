@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench_qdot.sh - build tools/bench_qdot.c against build/libqwenc.a and run it.
-#   tools/bench_qdot.sh [-d q5_0|q8_0|q4_0|q4_1|q5_1] [-n TOKENS] [-r REPS] [-i ISA]
+#   tools/bench_qdot.sh [-d q5_0|q8_0|q4_0|q4_1|q5_1|q4_k|q5_k|q6_k] [-n TOKENS] [-r REPS] [-i ISA]
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}

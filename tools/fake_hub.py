@@ -12,6 +12,12 @@ huggingface.co does (as huggingface_hub's hf_hub_download sees it):
                         302 to /cdn/{sha256} (an absolute URL: the "CDN"),
                         X-Linked-Etag: "<sha256>", X-Linked-Size, X-Repo-Commit
   GET /cdn/{sha256}    the content, with Range support (206 / 416)
+  GET /api/models/{repo}/tree/{rev}[?recursive=true]
+                       the repo's listing, as the hub's API gives it: a JSON
+                       array of {"type": "file", "oid", "size", "path"} (+
+                       "lfs": {"oid": sha256, "size"} for LFS files) and
+                       {"type": "directory", "path"} for folders (all levels:
+                       the stand-in always answers as if recursive=true)
   404 with X-Error-Code: EntryNotFound for a missing file, RevisionNotFound
   for an unknown revision, RepoNotFound for another repo.
 
@@ -38,6 +44,7 @@ import os
 import socketserver
 import sys
 import threading
+import urllib.parse
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 LFS_MIN_SIZE = 10 << 20
@@ -129,6 +136,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if name is None:
                 return self.send_plain(404, b"no such object")
             return self.send_content(name, etag=sha)
+        if path.startswith("/api/models/"):
+            return self.send_tree(path)
         prefix_cache = "/api/resolve-cache/models/%s/" % repo.repo_id
         if path.startswith(prefix_cache):
             rest = path[len(prefix_cache):]
@@ -164,6 +173,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
         loc = "/api/resolve-cache/models/%s/%s/%s" % (repo.repo_id, repo.commit, name)
         return self.send_plain(307, b"Temporary Redirect", [("Location", loc),
                                                             ("X-Repo-Commit", repo.commit)])
+
+    def send_tree(self, path):
+        st = self.server.state
+        repo = st.repo
+        prefix = "/api/models/%s/tree/" % repo.repo_id
+        if not path.startswith(prefix):
+            return self.send_json(404, {"error": "Repository not found"}, [("X-Error-Code", "RepoNotFound")])
+        if st.token is not None and self.headers.get("Authorization") != "Bearer " + st.token:
+            return self.send_json(401, {"error": "Invalid credentials"}, [("X-Error-Code", "GatedRepo")])
+        rev = urllib.parse.unquote(path[len(prefix):])
+        if rev not in ("main", repo.commit):
+            return self.send_json(404, {"error": "Invalid rev id: " + rev}, [("X-Error-Code", "RevisionNotFound")])
+        out, dirs = [], set()
+        for name in sorted(repo.files):
+            parts = name.split("/")
+            for i in range(1, len(parts)):
+                dirs.add("/".join(parts[:i]))
+            f = repo.files[name]
+            e = {"type": "file", "oid": f["gitsha"], "size": len(f["data"]), "path": name}
+            if f["lfs"]:
+                e["lfs"] = {"oid": f["sha256"], "size": len(f["data"]), "pointerSize": 134}
+            out.append(e)
+        out += [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in sorted(dirs)]
+        return self.send_json(200, out)
+
+    def send_json(self, code, obj, headers=()):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def etag_of(self, name, real):
         return "../../evil" if name == self.server.state.bad_etag else real

@@ -4,7 +4,7 @@
     tools/fast_vs_exact.py MODEL.gguf [--tokens N] [--threads T] [TEXT_FILE ...]
 
 Tokenizes committed public text (default: tests/fixtures/text/gettysburg.txt,
-then src/kernels/qdot_ref.c as code: the Qwen2.5-Coder files read both), runs
+then src/kernels/qdot/qdot_ref.c as code: the Qwen2.5-Coder files read both), runs
 the first N tokens (default 400) through `qwenc --logits-out` with
 --precision exact and --precision fast, and prints for each the perplexity
 of the text (next-token log-likelihood), their relative difference, the
@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--qwenc", default=os.path.join(ROOT, "qwenc"))
     a = ap.parse_args()
     texts = a.texts or [os.path.join(ROOT, "tests/fixtures/text/gettysburg.txt"),
-                        os.path.join(ROOT, "src/kernels/qdot_ref.c")]
+                        os.path.join(ROOT, "src/kernels/qdot/qdot_ref.c")]
     text = "\n\n".join(open(p, encoding="utf-8").read() for p in texts)
     r = subprocess.run([a.qwenc, a.model, "--tokenize", "-"], input=text.encode(), capture_output=True, check=True)
     ids = [int(x) for x in r.stdout.split()][: a.tokens]

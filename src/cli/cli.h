@@ -13,8 +13,41 @@
 
 #include "sample/sampler.h"
 
+struct qw_model;
+
+/* The modes of a model command, as bits (an option's scope is a set of them). */
+enum {
+    M_TOKENS = 1 << 0,     /* token ids in, ids out (the seed's form) */
+    M_PROMPT = 1 << 1,     /* --prompt, qwenc run MODEL PROMPT */
+    M_TOKENIZE = 1 << 2,   /* --tokenize */
+    M_DETOKENIZE = 1 << 3, /* --detokenize */
+    M_HTTP = 1 << 4,       /* --http PORT, qwenc serve */
+    M_SOCKET = 1 << 5,     /* --server PATH */
+    M_STDIN = 1 << 6,      /* --server */
+    M_CHAT = 1 << 7,       /* qwenc chat, qwenc run MODEL */
+};
+
+/* The commands that take MODEL; 0 = the seed's form (qwenc MODEL ...). */
+enum { QW_CMD_NONE = 0, QW_CMD_SERVE, QW_CMD_RUN, QW_CMD_CHAT };
+
+#define QW_SERVE_DEFAULT_PORT 8080 /* llama-server's */
+#define QW_OPTS_MAX_POS 64
+#define QW_OPTS_MAX_MODES 8
+#define QW_OPTS_MAX_GIVEN 64
+
 typedef struct qw_opts {
     const char *model;        /* folder, .gguf file, or a Hugging Face repo id found in the cache */
+    int mode;                 /* one M_* bit, set by opts_finish */
+    int help;                 /* -h / --help given (anywhere) */
+    /* as parsed, for opts_finish */
+    const char *pos[QW_OPTS_MAX_POS];          /* positional arguments, in order */
+    int n_pos;
+    int modes[QW_OPTS_MAX_MODES];              /* the mode-selecting options given, in order */
+    const char *mode_opts[QW_OPTS_MAX_MODES];  /* ... as typed */
+    int n_modes;
+    const char *given[QW_OPTS_MAX_GIVEN];      /* the scoped options given (see options.c) */
+    int n_given;
+    char *owned;              /* run's prompt joined from words (freed by the caller of opts_finish) */
     /* single-shot */
     const char *tokens;       /* "151644 8948 ..." (positional or --tokens) */
     int n_predict;            /* -n / positional N; -1 = default */
@@ -81,13 +114,48 @@ int mode_socket(const qw_opts *o);     /* --server PATH */
 int mode_stdin(const qw_opts *o);      /* --server */
 int mode_pull(int argc, char **argv);  /* qwenc pull REPO [--revision R] */
 int mode_synth(int argc, char **argv); /* qwenc synth OUT_DIR [--config F] */
-int mode_chat(int argc, char **argv);  /* qwenc chat MODEL [options] */
+int mode_chat(const qw_opts *o);       /* qwenc chat MODEL, qwenc run MODEL */
+int mode_list(int argc, char **argv);  /* qwenc list: the models in the Hugging Face cache */
+int mode_rm(int argc, char **argv);    /* qwenc rm REPO: remove one from the cache */
 
-/* Parse options after MODEL into o (shared by the default mode and chat).
- * Returns 0, or -1 after printing a message naming the bad option. */
+/* Parse the options and positional arguments of a model command (argv from
+ * `first`; -m/--model and every option anywhere) into o. Returns 0, or -1
+ * after printing a message naming the bad option. */
 int opts_parse(qw_opts *o, int argc, char **argv, int first);
 
+/* After opts_parse: MODEL (-m, else the first positional), the mode (the
+ * command's, else the one the options select: two different ones are an
+ * error naming both), the seed's positional "IDS" N, run's PROMPT; then one
+ * warning line for each option that has no effect in that mode. cmd is a
+ * QW_CMD_*, cmd_name its word for messages. Returns 0 or -1 (message
+ * printed: a usage error). */
+int opts_finish(qw_opts *o, int cmd, const char *cmd_name);
+
 void usage(FILE *f);
+/* The help of one command (serve, run, chat, pull, list, rm); 0 if unknown. */
+int usage_command(const char *cmd, FILE *f);
+
+/* Informational lines of the CLI modes go through these, so that
+ * QWENC_LOG=warn|error|quiet silences them like the log: cli_info prints at
+ * info level, cli_warn at warn level (as "qwenc: warning: ..."). */
+void cli_info(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+void cli_warn(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* The context a mode asked for with --ctx, against what it got (capped at
+ * the model's positions): one warning line when they differ. */
+void cli_warn_ctx_capped(const qw_opts *o, int n_ctx_used, int model_max);
+
+/* After --quant: one warning line when matrices were kept as stored
+ * (a GGUF's quantized tensors). */
+void cli_warn_quant_kept(const qw_opts *o, const struct qw_model *m);
 
 /* Parse token ids separated by spaces, tabs, newlines or commas into a
  * malloc'd array. On bad input prints "qwenc: WHAT: ..." and returns -1.
@@ -96,7 +164,6 @@ int cli_parse_ids(const char *what, const char *s, int allow_empty, int32_t **ou
 
 /* After model_load: quantize per --quant (nothing if o->quant < 0). On
  * failure prints "qwenc: <reason>" and returns -1. (src/cli/common.c) */
-struct qw_model;
 int cli_quantize(const qw_opts *o, struct qw_model *m);
 
 /* Block SIGINT and SIGTERM in this thread and every thread it starts, so the

@@ -1,6 +1,7 @@
 /* common.c - small pieces every CLI mode shares: token-id lists from the
  * command line, and the signal set the server modes wait on. */
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ int cli_quantize(const qw_opts *o, qw_model *m) {
     }
     LOG_INFO("quantized to %s in %.2f s: %.0f MB of weights", qw_dtype_name((qw_dtype)o->quant), qw_now() - t0,
              (double)m->weight_bytes / 1e6);
+    cli_warn_quant_kept(o, m);
     return 0;
 }
 
@@ -77,7 +79,7 @@ int cli_wait_stop_signal(const sigset_t *set) {
     int sig = 0;
     while (sigwait(set, &sig) != 0) {
     }
-    fprintf(stderr, "qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cli_info("qwenc: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     return sig;
 }
 
@@ -86,4 +88,33 @@ char *cli_model_dir(const char *arg) {
     char *dir = cli_resolve_model(arg, errbuf, sizeof errbuf);
     if (!dir) fprintf(stderr, "qwenc: %s\n", errbuf);
     return dir;
+}
+
+void cli_info(const char *fmt, ...) {
+    if (qw_log_level() > QW_LOG_INFO) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+void cli_warn(const char *fmt, ...) {
+    if (qw_log_level() > QW_LOG_WARN) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "qwenc: warning: %s\n", line);
+}
+
+void cli_warn_ctx_capped(const qw_opts *o, int n_ctx_used, int model_max) {
+    if (o->n_ctx > n_ctx_used)
+        cli_warn("--ctx %d is more than the model's %d positions: using %d", o->n_ctx, model_max, n_ctx_used);
+}
+
+void cli_warn_quant_kept(const qw_opts *o, const qw_model *m) {
+    if (o->quant >= 0 && m->n_quant_kept > 0)
+        cli_warn("--quant %s: %d matrices of %s are quantized already and kept as they are", qw_dtype_name((qw_dtype)o->quant),
+                 m->n_quant_kept, m->name ? m->name : "the model");
 }

@@ -1,4 +1,5 @@
-/* mode_chat.c - `qwenc chat MODEL [options]`: a multi-turn chat in the terminal.
+/* mode_chat.c - `qwenc chat MODEL [options]` (and `qwenc run MODEL`): a
+ * multi-turn chat in the terminal.
  *
  * Line editing and history come from libedit's readline API (readline(),
  * add_history(); the history is kept in ~/.qwenc_history, or
@@ -294,20 +295,7 @@ static char *read_line(int tty, int *interrupted) {
     return line;
 }
 
-int mode_chat(int argc, char **argv) {
-    if (argc < 1 || argv[0][0] == '-') {
-        fprintf(stderr, "usage: qwenc chat MODEL [--system TEXT] [-n N] [sampling] [--threads N] [--ctx N]\n");
-        return 2;
-    }
-    qw_opts o;
-    opts_defaults(&o);
-    o.model = argv[0];
-    if (opts_parse(&o, argc, argv, 1)) return 2;
-    if (o.tokens || o.prompt || o.tokenize || o.detokenize || o.http_port || o.server || o.logits_out) {
-        fprintf(stderr, "qwenc chat: only --system, -n, --ctx, --threads and sampling options apply here\n");
-        return 2;
-    }
-
+int mode_chat(const qw_opts *o) {
     int status = 1;
     qw_err err = {{0}};
     chat c;
@@ -320,7 +308,7 @@ int mode_chat(int argc, char **argv) {
         fprintf(stderr, "qwenc chat: %s\n", err.msg);
         return 1;
     }
-    dir = cli_resolve_model(o.model, ebuf, sizeof ebuf);
+    dir = cli_resolve_model(o->model, ebuf, sizeof ebuf);
     if (!dir) {
         fprintf(stderr, "qwenc chat: %s\n", ebuf);
         return 1;
@@ -330,18 +318,19 @@ int mode_chat(int argc, char **argv) {
         fprintf(stderr, "qwenc chat: %s\n", err.msg);
         goto out;
     }
-    if (cli_quantize(&o, m)) goto out;
+    if (cli_quantize(o, m)) goto out;
     if (tok_load(&c.tok, dir, &err)) {
         fprintf(stderr, "qwenc chat: %s (chat needs the model's tokenizer)\n", err.msg);
         goto out;
     }
     const qw_config *cfg = &m->cfg;
     c.m = m;
-    c.max_new = o.n_predict >= 0 ? o.n_predict : CHAT_DEFAULT_N;
+    c.max_new = o->n_predict >= 0 ? o->n_predict : CHAT_DEFAULT_N;
     if (c.max_new < 1) c.max_new = 1;
-    c.n_ctx = o.n_ctx > 0 ? o.n_ctx : CHAT_DEFAULT_CTX;
+    c.n_ctx = o->n_ctx > 0 ? o->n_ctx : CHAT_DEFAULT_CTX;
     if (c.n_ctx > cfg->max_pos) c.n_ctx = cfg->max_pos;
-    int threads = o.threads > 0 ? o.threads : pool_default_threads();
+    cli_warn_ctx_capped(o, c.n_ctx, cfg->max_pos);
+    int threads = o->threads > 0 ? o->threads : pool_default_threads();
     /* The workers inherit a mask blocking SIGINT, so Ctrl-C always reaches
      * this thread: it interrupts readline() and is seen by the token
      * callback (a worker taking it would leave readline() blocked). */
@@ -352,7 +341,7 @@ int mode_chat(int argc, char **argv) {
     c.pool = pool_create(threads);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     c.ctx = c.pool ? ctx_create(m, 1, c.n_ctx, CHAT_BATCH, &err) : NULL;
-    if (c.ctx) ctx_set_precision(c.ctx, (qw_precision)o.precision);
+    if (c.ctx) ctx_set_precision(c.ctx, (qw_precision)o->precision);
     c.cache = malloc((size_t)c.n_ctx * sizeof *c.cache);
     c.gen = malloc((size_t)c.max_new * sizeof *c.gen);
     c.stream = tok_stream_new(c.tok, 1);
@@ -360,9 +349,9 @@ int mode_chat(int argc, char **argv) {
         fprintf(stderr, "qwenc chat: %s\n", c.pool && !c.ctx ? err.msg : "out of memory");
         goto out;
     }
-    if (o.system && !(c.system = strdup(o.system))) goto out;
-    c.spec_k = opts_spec_k(&o);
-    if (o.sampling_set) c.sp = o.sampling;
+    if (o->system && !(c.system = strdup(o->system))) goto out;
+    c.spec_k = opts_spec_k(o);
+    if (o->sampling_set) c.sp = o->sampling;
     else {
         c.sp = sampling_default();
         c.sp.temperature = cfg->gen_temperature;
@@ -374,15 +363,15 @@ int mode_chat(int argc, char **argv) {
 
     int tty_in = isatty(0);
     c.tty_out = isatty(1);
-    fprintf(stderr, "qwenc chat: %s (%d layers, hidden %d, %s) loaded in %.1f s; %d threads, context %d\n",
-            m->name, cfg->n_layers, cfg->hidden, qw_dtype_name(m->embed.dtype), qw_now() - t0, threads, c.n_ctx);
+    cli_info("qwenc chat: %s (%d layers, hidden %d, %s) loaded in %.1f s; %d threads, context %d\n",
+            m->name, cfg->n_layers, cfg->hidden, m->file_type[0] ? m->file_type : m->format, qw_now() - t0, threads, c.n_ctx);
     if (cfg->random_weights)
-        fprintf(stderr, "qwenc chat: *** RANDOM WEIGHTS (qwenc synth): the answers are meaningless ***\n");
-    if (c.sp.temperature == 0) fprintf(stderr, "qwenc chat: sampling: greedy\n");
+        cli_warn("chat: *** RANDOM WEIGHTS (qwenc synth): the answers are meaningless ***");
+    if (c.sp.temperature == 0) cli_info("qwenc chat: sampling: greedy\n");
     else
-        fprintf(stderr, "qwenc chat: sampling: temperature %.2f, top-k %d, top-p %.2f, repeat penalty %.2f\n",
+        cli_info("qwenc chat: sampling: temperature %.2f, top-k %d, top-p %.2f, repeat penalty %.2f\n",
                 (double)c.sp.temperature, c.sp.top_k, (double)c.sp.top_p, (double)c.sp.repeat_penalty);
-    fprintf(stderr, "Type a message. /help for commands, Ctrl-C stops an answer, Ctrl-D or /quit leaves.\n");
+    cli_info("Type a message. /help for commands, Ctrl-C stops an answer, Ctrl-D or /quit leaves.\n");
 
     struct sigaction sa, old_sa;
     memset(&sa, 0, sizeof sa);

@@ -68,7 +68,12 @@ int mode_http(const qw_opts *o) {
         .model_id = served_name(o),
         .any_model = o->any_model,
     };
-    if (engine_open(&e, &eo, &err) != 0) {
+    int rc_open = engine_open(&e, &eo, &err);
+    if (rc_open == 0) {
+        cli_warn_ctx_capped(o, e.n_ctx, e.model->cfg.max_pos);
+        cli_warn_quant_kept(o, e.model);
+    }
+    if (rc_open != 0) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         http_stop(h);
         free(dir);
@@ -76,7 +81,7 @@ int mode_http(const qw_opts *o) {
     }
     http_set_engine(h, &e);
     /* (engine_open has already warned loudly when the weights are random) */
-    fprintf(stderr, "qwenc: listening on %s\n", http_url(h));
+    cli_info("qwenc: listening on %s\n", http_url(h));
     fflush(stderr);
 
     cli_wait_stop_signal(&set);

@@ -13,12 +13,17 @@
 #include "cli/cli.h"
 #include "hub/cache.h"
 #include "hub/download.h"
+#include "hub/gguf_pick.h"
 
 static void pull_usage(FILE *f) {
-    fputs("usage: qwenc pull REPO [--revision REV] [--retries N] [--progress bar|lines|none]\n"
+    fputs("usage: qwenc pull REPO[:QUANT] [--revision REV] [--retries N] [--progress bar|lines|none]\n"
           "Downloads config, tokenizer and safetensors of a Hugging Face model repo into the\n"
           "Hugging Face cache ($HF_HOME/hub, default ~/.cache/huggingface/hub) and prints the\n"
-          "snapshot folder. An interrupted download resumes where it stopped.\n"
+          "snapshot folder. For a GGUF repo (no config.json, or REPO:QUANT given) it lists the\n"
+          "repo's files and downloads the one .gguf of QUANT (case-insensitive, e.g.\n"
+          "Qwen/Qwen2.5-0.5B-Instruct-GGUF:q4_k_m; without QUANT the repo's only one), and\n"
+          "prints its path; REPO:QUANT then works as MODEL. An interrupted download resumes\n"
+          "where it stopped; every file is checked against the hub's sha256 / git hash.\n"
           "Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN, HF_HOME.\n", f);
 }
 
@@ -56,6 +61,14 @@ int mode_pull(int argc, char **argv) {
     }
     if (!repo) { pull_usage(stderr); return 2; }
     qw_err err = {{0}};
+    char repo_id[512];
+    if (hub_split_spec(repo, repo_id, sizeof repo_id, &o.quant) != 0 ||
+        (o.quant && hub_filename_valid(o.quant, NULL) != 0)) {
+        fprintf(stderr, "qwenc pull: '%s': expected REPO or REPO:QUANT (e.g. Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M)\n",
+                repo);
+        return 2;
+    }
+    repo = repo_id;
     if (hub_repo_valid(repo, &err) != 0 || (o.revision && hub_revision_valid(o.revision, &err) != 0)) {
         fprintf(stderr, "qwenc pull: %s\n", err.msg);
         return 2;
@@ -87,15 +100,28 @@ char *cli_resolve_model(const char *arg, char *errbuf, int errlen) {
         if (!p) snprintf(errbuf, (size_t)errlen, "out of memory");
         return p;
     }
-    /* Not an existing path: a repo id ORG/NAME in the Hugging Face cache. */
+    /* Not an existing path: a repo id ORG/NAME[:QUANT] in the Hugging Face cache. */
     qw_err err = {{0}};
-    if (arg[0] == '.' || arg[0] == '/' || !strchr(arg, '/') || hub_repo_valid(arg, NULL) != 0) {
+    char repo[512];
+    const char *quant = NULL;
+    if (arg[0] == '.' || arg[0] == '/' || !strchr(arg, '/') || hub_split_spec(arg, repo, sizeof repo, &quant) != 0 ||
+        hub_repo_valid(repo, NULL) != 0) {
         snprintf(errbuf, (size_t)errlen,
                  "%s: no such model folder or file (MODEL is a folder, a .gguf file, or a Hugging Face repo id like "
                  "Qwen/Qwen2.5-0.5B-Instruct downloaded with qwenc pull)", arg);
         return NULL;
     }
-    char *snap = hub_snapshot_dir(arg, NULL, &err);
+    char *snap = hub_snapshot_dir(repo, NULL, &err);
+    if (snap && !quant) {
+        /* A GGUF repo's snapshot: its one .gguf (several: say which exist). */
+        char *cfg = hub_path_join(snap, "config.json");
+        struct stat sb;
+        int is_hf = cfg && stat(cfg, &sb) == 0;
+        free(cfg);
+        if (is_hf) return snap;
+    }
+    free(snap);
+    snap = quant || !err.msg[0] ? hub_cached_gguf(repo, NULL, quant, &err) : NULL;
     if (!snap) snprintf(errbuf, (size_t)errlen, "%s", err.msg);
     return snap;
 }

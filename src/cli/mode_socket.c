@@ -34,7 +34,12 @@ int mode_socket(const qw_opts *o) {
         .queue = o->queue,
         .sampling = o->sampling_set ? &o->sampling : &greedy,
     };
-    if (engine_open(&e, &eo, &err) != 0) {
+    int rc_open = engine_open(&e, &eo, &err);
+    if (rc_open == 0) {
+        cli_warn_ctx_capped(o, e.n_ctx, e.model->cfg.max_pos);
+        cli_warn_quant_kept(o, e.model);
+    }
+    if (rc_open != 0) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         free(dir);
         return 1;
@@ -46,7 +51,7 @@ int mode_socket(const qw_opts *o) {
         free(dir);
         return 1;
     }
-    fprintf(stderr, "qwenc: listening on unix:%s\n", o->socket_path);
+    cli_info("qwenc: listening on unix:%s\n", o->socket_path);
     fflush(stderr);
     cli_wait_stop_signal(&set);
     sockserv_quiesce(s);

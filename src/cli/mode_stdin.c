@@ -57,12 +57,17 @@ int mode_stdin(const qw_opts *o) {
         .queue = 1,
         .sampling = o->sampling_set ? &o->sampling : &greedy,
     };
-    if (engine_open(&e, &eo, &err) != 0) {
+    int rc_open = engine_open(&e, &eo, &err);
+    if (rc_open == 0) {
+        cli_warn_ctx_capped(o, e.n_ctx, e.model->cfg.max_pos);
+        cli_warn_quant_kept(o, e.model);
+    }
+    if (rc_open != 0) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         free(dir);
         return 1;
     }
-    fprintf(stderr, "qwenc: ready: one request per line, 'IDS|MAX_TOKENS'\n");
+    cli_info("qwenc: ready: one request per line, 'IDS|MAX_TOKENS'\n");
     int rc = stdinserv_run(&e, 0, stdout, g_stop_pipe[0]);
     engine_close(&e, 0);
     free(dir);

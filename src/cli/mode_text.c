@@ -255,7 +255,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     }
     const qw_config *cfg = &m->cfg;
     if (cfg->random_weights)
-        fprintf(stderr, "qwenc: *** RANDOM WEIGHTS (qwenc synth): the output is meaningless ***\n");
+        cli_warn("*** RANDOM WEIGHTS (qwenc synth): the output is meaningless ***");
 
     if (o->raw) {
         if (tok_encode(tok, o->prompt, strlen(o->prompt), &ids, &n, &err)) goto fail_err;
@@ -280,6 +280,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
 
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : TEXT_DEFAULT_CTX;
     if (cfg->max_pos > 0 && n_ctx > cfg->max_pos) n_ctx = cfg->max_pos;
+    cli_warn_ctx_capped(o, n_ctx, cfg->max_pos);
     if (n >= (size_t)n_ctx) {
         fprintf(stderr, "qwenc: the prompt is %zu tokens; the context holds %d (see --ctx)\n", n, n_ctx);
         goto out;
@@ -287,7 +288,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     int max_new = o->n_predict >= 0 ? o->n_predict : TEXT_DEFAULT_N;
     if ((size_t)max_new > (size_t)n_ctx - n) {
         max_new = n_ctx - (int)n;
-        fprintf(stderr, "qwenc: -n capped at %d by the context of %d tokens\n", max_new, n_ctx);
+        cli_warn("-n capped at %d by the context of %d tokens", max_new, n_ctx);
     }
 
     int threads = o->threads > 0 ? o->threads : pool_default_threads();
@@ -319,7 +320,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
         }
         if (cfg->gen_repeat_penalty > 0) sp.repeat_penalty = cfg->gen_repeat_penalty;
     }
-    fprintf(stderr, "qwenc: %s loaded in %.2f s; prompt %zu tokens, %d threads\n", m->name ? m->name : dir,
+    cli_info("qwenc: %s loaded in %.2f s; prompt %zu tokens, %d threads\n", m->name ? m->name : dir,
             qw_now() - t0, n, threads);
 
     if (grammar) {
@@ -346,7 +347,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
         putchar('\n');
         fflush(stdout);
     }
-    fprintf(stderr, "qwenc: prefill %d tokens in %.2f s (%.1f tok/s), generated %d in %.2f s (%.1f tok/s), drafts accepted %d of %d%s\n",
+    cli_info("qwenc: prefill %d tokens in %.2f s (%.1f tok/s), generated %d in %.2f s (%.1f tok/s), drafts accepted %d of %d%s\n",
             st.n_prompt, st.prefill_s, st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0.0, st.n_gen, st.decode_s,
             st.decode_s > 0 ? st.n_gen / st.decode_s : 0.0, st.n_accepted, st.n_drafted,
             st.finish == QW_FINISH_LENGTH ? ", stopped at -n" : "");

@@ -129,7 +129,7 @@ int mode_tokens(const qw_opts *o) {
     int n_new = o->n_predict >= 0 ? o->n_predict : DEFAULT_N;
     int n_ctx = o->n_ctx > 0 ? o->n_ctx : DEFAULT_CTX;
     if (n_ctx > cfg->max_pos) {
-        if (o->n_ctx > 0) LOG_WARN("--ctx %d capped at the model's max_position_embeddings %d", n_ctx, cfg->max_pos);
+        cli_warn_ctx_capped(o, cfg->max_pos, cfg->max_pos);
         n_ctx = cfg->max_pos;
     }
     int64_t need = (int64_t)n_ids + (o->logits_out ? 0 : n_new);
@@ -162,9 +162,9 @@ int mode_tokens(const qw_opts *o) {
     double t_loaded = qw_now();
     LOG_INFO("loaded %s in %.3f s (%d layers, hidden %d, vocab %d, %.1f MB of weights, %s); %d threads, ctx %d",
              m->name, t_loaded - t0, cfg->n_layers, cfg->hidden, cfg->vocab, (double)m->weight_bytes / 1e6,
-             qw_dtype_name(m->embed.dtype), threads, n_ctx);
+             m->file_type[0] ? m->file_type : m->format, threads, n_ctx);
     if (cfg->random_weights)
-        fprintf(stderr, "qwenc: *** RANDOM WEIGHTS (qwenc synth): the output is meaningless ***\n");
+        cli_warn("*** RANDOM WEIGHTS (qwenc synth): the output is meaningless ***");
 
     if (o->logits_out) {
         FILE *f = fopen(o->logits_out, "wb");
@@ -180,7 +180,7 @@ int mode_tokens(const qw_opts *o) {
             goto out;
         }
         double dt = qw_now() - t1;
-        fprintf(stderr, "qwenc: wrote %d x %d logits to %s (prefill %.1f tok/s, load %.3f s)\n", n_ids, cfg->vocab,
+        cli_info("qwenc: wrote %d x %d logits to %s (prefill %.1f tok/s, load %.3f s)\n", n_ids, cfg->vocab,
                 o->logits_out, dt > 0 ? n_ids / dt : 0.0, t_loaded - t0);
         status = 0;
         goto out;
@@ -209,8 +209,7 @@ int mode_tokens(const qw_opts *o) {
     /* The first generated token needs no decode step: decode speed counts
      * the forward passes after it. */
     int n_dec = st.n_gen > 1 ? st.n_gen - 1 : 0;
-    fprintf(stderr,
-            "qwenc: prefill %d tokens %.1f tok/s | decode %d tokens %.1f tok/s | load %.3f s | first token %.3f s "
+    cli_info("qwenc: prefill %d tokens %.1f tok/s | decode %d tokens %.1f tok/s | load %.3f s | first token %.3f s "
             "after start | finish %s | drafts accepted %d of %d\n",
             st.n_prompt, st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0.0, st.n_gen,
             st.decode_s > 0 && n_dec ? n_dec / st.decode_s : 0.0, t_loaded - t0,

@@ -22,8 +22,8 @@
 
 #include "grammar/grammar_internal.h"
 
-#define MAX_NFA_STATES 2000000
-#define MAX_DFA_STATES 100000
+#define MAX_NFA_STATES 500000  /* per rule; ~10 MB while compiling */
+#define MAX_DFA_STATES 20000   /* 1 KiB of transitions each: 20 MB at most per grammar */
 #define MAX_REPEAT 10000
 
 /* ---- syntax tree ----------------------------------------------------- */
@@ -227,7 +227,7 @@ static int cmp_range(const void *a, const void *b) {
 static int class_finish(parser *ps, int ni, int negated) {
     node *n = &ps->nodes[ni];
     int m = n->n / 2;
-    qsort(n->kids, (size_t)m, 2 * sizeof(int), cmp_range);
+    if (m) qsort(n->kids, (size_t)m, 2 * sizeof(int), cmp_range); /* kids is NULL for "." and "[]" */
     int w = 0;
     for (int i = 0; i < m; i++) {
         int lo = n->kids[2 * i], hi = n->kids[2 * i + 1];

@@ -13,6 +13,7 @@
 #define QW_GRAMMAR_INTERNAL_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "grammar/grammar.h"
@@ -36,6 +37,11 @@ struct qw_grammar {
     int32_t *rule_start; /* [n_rules] start state of each rule's DFA */
     int root;            /* start rule */
 };
+
+/* A JSON Schema pattern (regex.c) as a GBNF expression over the JSON text
+ * inside the quotes; any_char_rule names the rule for one JSON string
+ * character (for unanchored ends). *out malloc'd. 0, or -1 with err. */
+int regex_to_gbnf(const char *pattern, const char *any_char_rule, char **out, char *err, size_t errlen);
 
 /* The vocabulary trie, nodes in preorder: node i's subtree is [i, skip[i]).
  * The root (the empty prefix) is implicit; depth 1 = a token's first byte. */

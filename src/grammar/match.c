@@ -20,7 +20,7 @@
 
 #include "grammar/grammar_internal.h"
 
-#define MAX_FRAMES (1 << 17)
+#define MAX_FRAMES (1 << 15) /* frames of one matcher (stack entries alive + scratch) */
 #define MAX_HEADS 512        /* heads at one position (an ambiguity bound) */
 #define MAX_VISIT 1024
 #define CACHE_N 4            /* masks remembered per matcher */

@@ -103,7 +103,7 @@ static int cfail(conv *c, const char *fmt, const char *a, const char *path) {
 static const char *const KNOWN[] = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "items",
     "prefixItems", "minItems", "maxItems", "anyOf", "allOf", "$ref", "$defs", "definitions",
-    "minLength", "maxLength", "format", "title", "description", "default", "examples",
+    "minLength", "maxLength", "format", "pattern", "title", "description", "default", "examples",
     "$schema", "$id", "$comment", NULL,
 };
 
@@ -177,7 +177,25 @@ static int gen_string(conv *c, sb *e, const cJSON *s, const char *path) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minLength");
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     const char *N = c->name;
+    if (pat) {
+        if (!cJSON_IsString(pat)) return cfail(c, "'pattern' at %s%s must be a string", "", path);
+        if (fmt || mn || mx)
+            return cfail(c, "'pattern' together with format/minLength/maxLength at %s%s is not supported", "", path);
+        char any[80], msg[300], *expr = NULL;
+        snprintf(any, sizeof any, "%s-char", N);
+        if (regex_to_gbnf(pat->valuestring, any, &expr, msg, sizeof msg)) {
+            if (!c->failed) qw_errf(c->err, "json schema: %s (pattern '%.80s' at %s)", msg, pat->valuestring, path[0] ? path : "/");
+            c->failed = 1;
+            return -1;
+        }
+        sb_printf(e, " \"\\\"\" ");
+        sb_add(e, expr, strlen(expr));
+        sb_printf(e, " \"\\\"\" ");
+        free(expr);
+        return 0;
+    }
     if (fmt) {
         if (!cJSON_IsString(fmt)) return cfail(c, "'format' at %s%s must be a string", "", path);
         const char *f = fmt->valuestring;

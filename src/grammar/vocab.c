@@ -12,11 +12,8 @@
 #include "grammar/grammar_internal.h"
 #include "tokenizer/tokenizer.h"
 
-static const qw_gvocab *sort_v;
-
-static int cmp_tok(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    const qw_gvocab *v = sort_v;
+/* Token x before token y: by bytes, then by id (a total order). */
+static int cmp_tok(const qw_gvocab *v, int32_t x, int32_t y) {
     uint32_t lx = v->off[x + 1] - v->off[x], ly = v->off[y + 1] - v->off[y];
     int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], lx < ly ? lx : ly);
     if (c) return c;
@@ -26,6 +23,21 @@ static int cmp_tok(const void *a, const void *b) {
 
 /* The bytes of token id (NULL / 0 = none), special tokens excluded. */
 typedef const char *(*bytes_fn)(const void *ctx, int32_t id, size_t *len);
+
+/* Bottom-up merge sort of ids[n] by cmp_tok (C11's qsort has no context
+ * argument, and a global would make two loads at once race). tmp[n]. */
+static void sort_tokens(const qw_gvocab *v, int32_t *ids, int32_t *tmp, int n) {
+    for (int w = 1; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) tmp[k++] = cmp_tok(v, ids[i], ids[j]) <= 0 ? ids[i++] : ids[j++];
+            while (i < mid) tmp[k++] = ids[i++];
+            while (j < hi) tmp[k++] = ids[j++];
+        }
+        memcpy(ids, tmp, (size_t)n * sizeof *ids);
+    }
+}
 
 static const char *tok_bytes_fn(const void *ctx, int32_t id, size_t *len) {
     const qw_tok *t = ctx;
@@ -74,8 +86,10 @@ static qw_gvocab *build(bytes_fn fn, const void *ctx, int n_vocab, const int32_t
         memcpy(v->bytes + v->off[i], fn(ctx, i, &l2), len);
         order[n_tok++] = i;
     }
-    sort_v = v; /* qsort has no context argument in C11; gvocab_create is called at load time */
-    qsort(order, (size_t)n_tok, sizeof(int32_t), cmp_tok);
+    int32_t *tmp = malloc((size_t)n_tok * sizeof(int32_t) + 1);
+    if (!tmp) goto oom;
+    sort_tokens(v, order, tmp, n_tok);
+    free(tmp);
     /* nodes: at most total bytes */
     v->nodes = malloc((total + 1) * sizeof(gtrie_node));
     if (!v->nodes) goto oom;

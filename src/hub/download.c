@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "hub/cache.h"
+#include "hub/gguf_pick.h"
 #include "hub/sha.h"
 
 /* Only http(s), also after redirects (CURLOPT_PROTOCOLS_STR is curl >= 7.85). */
@@ -168,7 +170,7 @@ static long http_head(puller *p, const char *url0, resp *r, int *neterr, qw_err 
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, p->headers);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/0.1");
+        curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/" QWENC_VERSION);
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body);
@@ -339,7 +341,7 @@ static int http_get(puller *p, const char *url, const char *path, const char *na
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, p->headers);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/0.1");
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/" QWENC_VERSION);
     curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
@@ -696,6 +698,131 @@ out:
     return rc;
 }
 
+/* ---- the repo's file list (GGUF repos) ------------------------------------ */
+
+typedef struct membuf {
+    char *data;
+    size_t len, cap;
+    int too_big;
+} membuf;
+
+static size_t on_mem(char *buf, size_t size, size_t n, void *user) {
+    membuf *m = user;
+    size_t len = size * n;
+    if (m->len + len + 1 > (16u << 20)) { m->too_big = 1; return 0; } /* a listing is KBs */
+    if (m->len + len + 1 > m->cap) {
+        size_t cap = m->cap ? m->cap : 1 << 16;
+        while (cap < m->len + len + 1) cap *= 2;
+        char *d = realloc(m->data, cap);
+        if (!d) return 0;
+        m->data = d;
+        m->cap = cap;
+    }
+    memcpy(m->data + m->len, buf, len);
+    m->len += len;
+    m->data[m->len] = 0;
+    return len;
+}
+
+/* GET {endpoint}/api/models/{repo}/tree/{rev}?recursive=true: the hub's
+ * listing, a JSON array of {"type": "file"|"directory", "path": ...}. Only
+ * the first page is read (huggingface.co pages at 1000 entries, far more
+ * than a GGUF repo holds).
+ * Returns the file paths (malloc'd array of malloc'd strings), or -1 with a
+ * message; *neterr = 1 when the host could not be reached. */
+static int list_files(puller *p, const char *rev, char ***names, int *n_names, int *neterr, qw_err *err) {
+    *names = NULL;
+    *n_names = 0;
+    char *erev = curl_easy_escape(p->curl, rev, 0);
+    if (!erev) return qw_errf(err, "hub: out of memory");
+    size_t n = strlen(p->endpoint) + strlen(p->repo) + strlen(erev) + 64;
+    char *url = malloc(n);
+    if (!url) { curl_free(erev); return qw_errf(err, "hub: out of memory"); }
+    snprintf(url, n, "%s/api/models/%s/tree/%s?recursive=true", p->endpoint, p->repo, erev);
+    curl_free(erev);
+    membuf mb = {0};
+    cJSON *root = NULL;
+    int rc = -1;
+    CURL *c = p->curl;
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, p->headers);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "qwenc/" QWENC_VERSION);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_mem);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &mb);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 15L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    SET_PROTOCOLS(c);
+    CURLcode cc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (cc != CURLE_OK) {
+        *neterr = is_network_error(cc);
+        qw_errf(err, "hub: GET %s: %s", url, mb.too_big ? "listing larger than 16 MB" : curl_easy_strerror(cc));
+        goto out;
+    }
+    if (status == 401 || status == 403) {
+        qw_errf(err, "hub: %s: HTTP %ld listing the repo's files: the repo is gated, private or missing%s", p->repo,
+                status, getenv("HF_TOKEN") ? " (HF_TOKEN was sent)" : "; set HF_TOKEN");
+        goto out;
+    }
+    if (status == 404) {
+        qw_errf(err, "hub: %s: no such repo or revision '%s' (HTTP 404 for %s)", p->repo, rev, url);
+        goto out;
+    }
+    if (status != 200) {
+        qw_errf(err, "hub: GET %s: HTTP %ld", url, status);
+        goto out;
+    }
+    root = mb.data ? cJSON_Parse(mb.data) : NULL;
+    if (!cJSON_IsArray(root)) {
+        qw_errf(err, "hub: GET %s: not a JSON array of files (does HF_ENDPOINT point at a Hugging Face hub?)", url);
+        goto out;
+    }
+    int total = cJSON_GetArraySize(root);
+    *names = calloc((size_t)total + 1, sizeof **names);
+    if (!*names) { qw_errf(err, "hub: out of memory"); goto out; }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
+        const cJSON *path = cJSON_GetObjectItemCaseSensitive(it, "path");
+        if (!cJSON_IsString(path) || (cJSON_IsString(type) && strcmp(type->valuestring, "file") != 0)) continue;
+        if (!((*names)[*n_names] = strdup(path->valuestring))) { qw_errf(err, "hub: out of memory"); goto out; }
+        (*n_names)++;
+    }
+    rc = 0;
+out:
+    if (rc != 0 && *names) {
+        for (int i = 0; i < *n_names; i++) free((*names)[i]);
+        free(*names);
+        *names = NULL;
+        *n_names = 0;
+    }
+    cJSON_Delete(root);
+    free(mb.data);
+    free(url);
+    return rc;
+}
+
+/* The .gguf of p->quant in the listing: its file name (malloc'd), or NULL
+ * with a message (none, several quants, a split model). */
+static char *pick_gguf(puller *p, char **names, int n, const char *quant, qw_err *err) {
+    int *picked = malloc((size_t)(n > 0 ? n : 1) * sizeof *picked);
+    if (!picked) { qw_errf(err, "hub: out of memory"); return NULL; }
+    int k = hub_gguf_pick((const char *const *)names, n, quant, p->repo, picked, err);
+    char *name = NULL;
+    if (k < 0) qw_err_prefix(err, "hub");
+    else if (k > 1)
+        qw_errf(err, "hub: %s: %s is split into %d files (%s, ...): qwenc loads single-file GGUFs only; "
+                "pick another quant, or merge the parts with llama.cpp's llama-gguf-split --merge", p->repo,
+                quant ? quant : "the model", k, names[picked[0]]);
+    else if (!(name = strdup(names[picked[0]]))) qw_errf(err, "hub: out of memory");
+    free(picked);
+    return name;
+}
+
 static char *endpoint_from(const hub_pull_opts *o) {
     const char *e = o->endpoint;
     if (!e || !*e) e = getenv("HF_ENDPOINT");
@@ -712,8 +839,8 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
                                  "tokenizer_config.json", "vocab.json", "merges.txt"};
     const char *rev = o->revision ? o->revision : "main";
     puller p = {0};
-    char *endpoint = NULL, **shards = NULL;
-    int n_shards = 0, rc = -1;
+    char *endpoint = NULL, **shards = NULL, **files = NULL, *gguf_file = NULL;
+    int n_shards = 0, n_files = 0, rc = -1;
     *snapshot = NULL;
     if (hub_repo_valid(repo, err) != 0 || hub_revision_valid(rev, err) != 0) return -1;
     endpoint = endpoint_from(o);
@@ -749,7 +876,7 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
     const char *off = getenv("HF_HUB_OFFLINE");
     if (off && *off && strcmp(off, "0") != 0 && strcasecmp(off, "false") != 0) {
         /* huggingface_hub's offline mode: the cache or nothing. */
-        *snapshot = hub_snapshot_dir(repo, rev, err);
+        *snapshot = o->quant ? hub_cached_gguf(repo, rev, o->quant, err) : hub_snapshot_dir(repo, rev, err);
         if (*snapshot) {
             if (p.progress != HUB_PROGRESS_NONE)
                 fprintf(stderr, "qwenc pull: HF_HUB_OFFLINE is set: using the cached %s\n", *snapshot);
@@ -760,17 +887,24 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
         goto out_curl;
     }
     if (p.progress != HUB_PROGRESS_NONE) fprintf(stderr, "qwenc pull: %s (%s) from %s\n", repo, rev, endpoint);
-    /* config.json first: it tells the commit. The hub unreachable is not an
-     * error when this revision is already in the cache. */
+    /* config.json first: it tells the commit (REPO:QUANT: the file list).
+     * The hub unreachable is not an error when this revision is already in
+     * the cache. A repo without config.json may be a GGUF repo. */
+    int gguf = o->quant != NULL;
     {
         int neterr = 0;
-        char *url = file_url(&p, rev, "config.json");
-        resp r;
-        long st = url ? http_head(&p, url, &r, &neterr, err) : qw_errf(err, "hub: out of memory");
-        free(url);
+        long st;
+        if (gguf) {
+            st = list_files(&p, rev, &files, &n_files, &neterr, err);
+        } else {
+            char *url = file_url(&p, rev, "config.json");
+            resp r;
+            st = url ? http_head(&p, url, &r, &neterr, err) : qw_errf(err, "hub: out of memory");
+            free(url);
+        }
         if (st < 0) {
             if (neterr && o->offline_ok) {
-                char *snap = hub_snapshot_dir(repo, rev, NULL);
+                char *snap = gguf ? hub_cached_gguf(repo, rev, o->quant, NULL) : hub_snapshot_dir(repo, rev, NULL);
                 if (snap) {
                     LOG_WARN("hub: %s is unreachable (%s); using the cached snapshot %s", endpoint,
                              err->msg, snap);
@@ -782,22 +916,44 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
             if (neterr) qw_err_prefix(err, "hub: cannot reach %s (offline?)", endpoint);
             goto out_curl;
         }
+        if (!gguf && st == 404) {
+            /* No config.json: a GGUF repo? Its listing says. */
+            qw_err lerr = {{0}};
+            if (list_files(&p, rev, &files, &n_files, &neterr, &lerr) == 0) {
+                for (int i = 0; i < n_files && !gguf; i++) {
+                    char tag[64];
+                    int part, count;
+                    gguf = hub_gguf_quant(files[i], tag, sizeof tag, &part, &count) == 0;
+                }
+            }
+        }
     }
-    for (size_t i = 0; i < sizeof meta / sizeof *meta; i++) {
-        int f = fetch(&p, rev, meta[i], i == 0, err);
-        if (f < 0) goto out_curl;
-    }
-    int idx = fetch(&p, rev, "model.safetensors.index.json", 0, err);
-    if (idx < 0) goto out_curl;
-    if (idx == 0) {
-        if (read_index(&p, &shards, &n_shards, err) != 0) goto out_curl;
-        for (int i = 0; i < n_shards; i++)
-            if (fetch(&p, rev, shards[i], 1, err) < 0) goto out_curl;
-    } else if (fetch(&p, rev, "model.safetensors", 1, err) < 0) {
-        goto out_curl;
+    if (gguf) {
+        gguf_file = pick_gguf(&p, files, n_files, o->quant, err);
+        if (!gguf_file) goto out_curl;
+        if (fetch(&p, rev, gguf_file, 1, err) < 0) goto out_curl;
+    } else {
+        for (size_t i = 0; i < sizeof meta / sizeof *meta; i++) {
+            int f = fetch(&p, rev, meta[i], i == 0, err);
+            if (f < 0) goto out_curl;
+        }
+        int idx = fetch(&p, rev, "model.safetensors.index.json", 0, err);
+        if (idx < 0) goto out_curl;
+        if (idx == 0) {
+            if (read_index(&p, &shards, &n_shards, err) != 0) goto out_curl;
+            for (int i = 0; i < n_shards; i++)
+                if (fetch(&p, rev, shards[i], 1, err) < 0) goto out_curl;
+        } else if (fetch(&p, rev, "model.safetensors", 1, err) < 0) {
+            goto out_curl;
+        }
     }
     if (strcmp(rev, p.commit) != 0 && write_ref(&p, rev, err) != 0) goto out_curl;
     *snapshot = join3(p.repo_dir, "/snapshots/", p.commit);
+    if (*snapshot && gguf_file) {
+        char *f = join3(*snapshot, "/", gguf_file);
+        free(*snapshot);
+        *snapshot = f;
+    }
     if (!*snapshot) { qw_errf(err, "hub: out of memory"); goto out_curl; }
     if (p.progress != HUB_PROGRESS_NONE) {
         char b[32];
@@ -814,6 +970,9 @@ out_global:
 out:
     for (int i = 0; i < n_shards; i++) free(shards[i]);
     free(shards);
+    for (int i = 0; i < n_files; i++) free(files[i]);
+    free(files);
+    free(gguf_file);
     free(p.repo_dir);
     free(endpoint);
     return rc;

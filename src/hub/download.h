@@ -31,12 +31,21 @@ typedef struct hub_pull_opts {
     int progress;         /* HUB_PROGRESS_*; AUTO = a bar on a terminal, lines otherwise */
     int retries;          /* further attempts per file after a broken transfer (resumed) */
     int offline_ok;       /* hub unreachable but the revision is cached: use the cache */
+    const char *quant;    /* REPO:QUANT: that .gguf of a GGUF repo; NULL: see hub_pull */
 } hub_pull_opts;
 
 void hub_pull_opts_default(hub_pull_opts *o);
 
 /* Download repo at o->revision into the cache. On success returns 0 and
- * *snapshot (malloc'd) = the snapshot folder, usable as MODEL. On failure
+ * *snapshot (malloc'd) = the snapshot folder, usable as MODEL, or for a
+ * GGUF repo the .gguf file in it.
+ * GGUF repos: with o->quant, or when the repo has no config.json, the
+ * repo's files are listed (GET {endpoint}/api/models/{repo}/tree/{rev},
+ * the hub's listing) and the one .gguf whose quant tag is o->quant
+ * (gguf_pick.h; case-insensitive), or the repo's only one, is downloaded
+ * as any file (progress, resume, sha256); none or several: the message
+ * names the quants there are. Split GGUFs are refused (qwenc loads single
+ * files) with a message saying so. On failure
  * returns -1 with a message naming the file and what went wrong; complete
  * files stay in the cache and a partial one stays as .incomplete for the next
  * run to resume. Not safe to run twice at once on the same repo. */

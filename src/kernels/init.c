@@ -1,9 +1,10 @@
 /* init.c - the kernel tables and run-time dispatch (dav1d style).
  *
- * Every level's table starts as a copy of the reference, then each ISA fill
- * upgrades it in ascending order: avx2 = ref + avx2 entries, avx512 = avx2 +
- * avx512 entries, neon = ref + neon entries. A level is offered only when it
- * is compiled in and the CPU/OS support it (cpu.c). QWENC_ISA forces a level;
+ * Every level's table starts as a copy of the level below it, then that
+ * level's op-family tables are laid over it: avx2 = ref + avx2 entries,
+ * avx512 = avx2 + avx512 entries, neon = ref + neon entries. A level is
+ * offered only when it is compiled in and the CPU/OS support it (cpu.c).
+ * QWENC_ISA forces a level;
  * an unknown or unavailable name is an error, never a silent fallback.
  */
 #include <pthread.h>
@@ -25,60 +26,80 @@ static const char *g_names[LV_COUNT + 1]; /* compiled levels, NULL-terminated */
 static const qw_kernels *g_cur;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-/* Levels compiled into this binary: the ISA files have real bodies only on
- * their architecture (the Makefile gives *_avx2.c / *_avx512.c their flags on
- * x86-64). A fill function is called only when the CPU runs that level: the
- * compiler may use the file's ISA anywhere in it, even in the fill code. */
+/* Each level's op-family tables (kernels_impl.h), laid over the level it
+ * starts from (k_base) in this order; an entry with a `need` bit is laid
+ * only where the CPU has that instruction family. The SIMD tables exist
+ * only on their architecture, so this list is what a build compiles in. */
+static const int k_base[LV_COUNT] = {-1, LV_REF, LV_AVX2, LV_REF};
+static const struct family {
+    int level;
+    unsigned need; /* extra QW_CPU_* bits, beyond the level's own */
+    const qw_kernels *tab;
+} k_families[] = {
+    {LV_REF, 0, &kernels_matmul_ref},
+    {LV_REF, 0, &kernels_bf16act_ref},
+    {LV_REF, 0, &kernels_qdot_ref},
+    {LV_REF, 0, &kernels_kquant_ref},
+    {LV_REF, 0, &kernels_attn_ref},
+    {LV_REF, 0, &kernels_elementwise_ref},
 #if defined(__x86_64__)
-enum { HAVE_AVX2 = 1, HAVE_AVX512 = 1, HAVE_NEON = 0 };
+    {LV_AVX2, 0, &kernels_matmul_avx2},
+    {LV_AVX2, 0, &kernels_qdot_avx2},
+    {LV_AVX2, 0, &kernels_kquant_avx2},
+    {LV_AVX2, 0, &kernels_attn_avx2},
+    {LV_AVX2, 0, &kernels_elementwise_avx2},
+    {LV_AVX512, 0, &kernels_matmul_avx512},
+    {LV_AVX512, 0, &kernels_elementwise_avx512},
+    {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_qdot_avx512vnni},
+    {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_kquant_avx512vnni},
+    {LV_AVX512, QW_CPU_AVX512BF16, &kernels_bf16act_avx512bf16},
 #elif defined(__aarch64__)
-enum { HAVE_AVX2 = 0, HAVE_AVX512 = 0, HAVE_NEON = 1 };
-#else
-enum { HAVE_AVX2 = 0, HAVE_AVX512 = 0, HAVE_NEON = 0 };
+    {LV_NEON, 0, &kernels_matmul_neon},
+    {LV_NEON, 0, &kernels_qdot_neon},
+    {LV_NEON, 0, &kernels_attn_neon},
+    {LV_NEON, 0, &kernels_elementwise_neon},
 #endif
+};
 
 static int cpu_has(int lv) { return (kernels_cpu_flags() & k_need[lv]) == k_need[lv]; }
 
+/* Every entry src sets replaces dst's. */
+static void lay_over(qw_kernels *dst, const qw_kernels *src) {
+#define LAY(field) \
+    if (src->field) dst->field = src->field
+    for (int t = 0; t < QW_DTYPE_COUNT; t++) {
+        LAY(matmul[t]);
+        LAY(matmul_q[t]);
+        LAY(matmul_bf16act[t]);
+        LAY(to_f32[t]);
+    }
+    LAY(quantize_qa8);
+    LAY(to_bf16);
+    LAY(quantize_q8_0);
+    LAY(rmsnorm);
+    LAY(silu_mul);
+    LAY(add);
+    LAY(attn);
+#undef LAY
+}
+
+/* Levels in ascending order, each from its base: a level is compiled in
+ * when this build has a table for it, and filled only where the CPU runs
+ * it (its table otherwise stays its base's, never offered). */
 static void build(void) {
     int n = 0;
-    g_compiled[LV_REF] = 1;
-    g_compiled[LV_AVX2] = HAVE_AVX2;
-    g_compiled[LV_AVX512] = HAVE_AVX512;
-    g_compiled[LV_NEON] = HAVE_NEON;
-    kernels_fill_ref(&g_tab[LV_REF]);
-    kernels_fill_attn_ref(&g_tab[LV_REF]);
-    kernels_fill_qdot_ref(&g_tab[LV_REF]);
-    kernels_fill_qdot_kquant_ref(&g_tab[LV_REF]);
-    g_tab[LV_REF].name = "ref";
-
-    g_tab[LV_AVX2] = g_tab[LV_REF];
-    if (g_compiled[LV_AVX2] && cpu_has(LV_AVX2))
-        g_compiled[LV_AVX2] = kernels_fill_avx2(&g_tab[LV_AVX2]) && kernels_fill_attn_avx2(&g_tab[LV_AVX2]) &&
-                              kernels_fill_qdot_avx2(&g_tab[LV_AVX2]) &&
-                              kernels_fill_qdot_kquant_avx2(&g_tab[LV_AVX2]);
-    g_tab[LV_AVX2].name = "avx2";
-
-    g_tab[LV_AVX512] = g_tab[LV_AVX2];
-    if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512))
-        g_compiled[LV_AVX512] = kernels_fill_avx512(&g_tab[LV_AVX512]);
-    /* vpdpbusd kernels only where the CPU has AVX512-VNNI (its own bit). */
-    if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512) && (kernels_cpu_flags() & QW_CPU_AVX512VNNI)) {
-        kernels_fill_qdot_avx512vnni(&g_tab[LV_AVX512]);
-        kernels_fill_qdot_kquant_avx512vnni(&g_tab[LV_AVX512]);
+    for (int lv = 0; lv < LV_COUNT; lv++) {
+        if (k_base[lv] >= 0) g_tab[lv] = g_tab[k_base[lv]];
+        g_compiled[lv] = lv == LV_REF;
+        for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++) {
+            const struct family *f = &k_families[i];
+            if (f->level != lv) continue;
+            g_compiled[lv] = 1;
+            if (cpu_has(lv) && (kernels_cpu_flags() & f->need) == f->need) lay_over(&g_tab[lv], f->tab);
+        }
+        g_tab[lv].name = k_all_names[lv];
+        if (g_compiled[lv]) g_names[n++] = k_all_names[lv];
     }
-    /* vdpbf16ps kernels only where the CPU has AVX512-BF16 (its own bit). */
-    if (g_compiled[LV_AVX512] && cpu_has(LV_AVX512) && (kernels_cpu_flags() & QW_CPU_AVX512BF16))
-        kernels_fill_bf16dot_avx512bf16(&g_tab[LV_AVX512]);
-    g_tab[LV_AVX512].name = "avx512";
-
-    g_tab[LV_NEON] = g_tab[LV_REF];
-    if (g_compiled[LV_NEON] && cpu_has(LV_NEON))
-        g_compiled[LV_NEON] = kernels_fill_neon(&g_tab[LV_NEON]) && kernels_fill_attn_neon(&g_tab[LV_NEON]) &&
-                              kernels_fill_qdot_neon(&g_tab[LV_NEON]);
-    g_tab[LV_NEON].name = "neon";
-
-    for (int i = 0; i < LV_COUNT; i++)
-        if (g_compiled[i]) g_names[n++] = k_all_names[i];
     g_names[n] = NULL;
     g_cur = &g_tab[LV_REF];
 }

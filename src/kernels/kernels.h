@@ -1,9 +1,11 @@
 /* kernels.h - the compute kernels, one table per instruction-set level.
  *
  * Modelled on dav1d: every signature is declared once here; kernels_init()
- * fills the table with the plain-C reference (ref.c), then upgrades it in
+ * fills the table with the plain-C reference, then upgrades it in
  * ascending order (avx2, avx512 on x86-64; neon on arm64) as far as both the
- * CPU and the OS allow (cpuid + XCR0 on x86). QWENC_ISA=ref|avx2|avx512|neon
+ * CPU and the OS allow (cpuid + XCR0 on x86). The kernels live by op family
+ * (matmul/, qdot/, attn/, elementwise/), each reference beside its SIMD
+ * twins (kernels_impl.h lists them). QWENC_ISA=ref|avx2|avx512|neon
  * forces a level (an unavailable level is an error, not a silent fallback).
  *
  * Contract for every kernel:
@@ -37,7 +39,7 @@
  *         16 weights), f16 d        w = (d * sc) * (q - 32)         (210 B)
  * The nibble order is GGML's: weight j of a 32-weight group is the low
  * nibble of byte j (j < 16) or the high nibble of byte j - 16 (Q4_0..Q5_1);
- * src/kernels/quant_ref.c spells out every layout. Each weight is one
+ * src/kernels/matmul/matmul_ref.c spells out every layout. Each weight is one
  * float32 expression of exact products (at most one rounding), so every
  * level converts to the same bits. */
 typedef enum {
@@ -55,9 +57,48 @@ typedef enum {
     QW_DTYPE_COUNT = 11
 } qw_dtype;
 
-#define QW_Q8_0_BLOCK 32 /* weights per block */
-#define QW_Q8_0_BYTES 34 /* bytes per block */
-#define QW_QK_BLOCK 256  /* weights per K-quant super-block */
+/* The fast precision's activation format for a weight type (kernels.h
+ * below): QA8 where the type has an integer kernel (matmul_q: every block
+ * type, on every level), bf16 where its kernel takes bf16 activations
+ * (matmul_bf16act: BF16, on the levels with a bf16 dot product), else
+ * float32 (the exact path). */
+typedef enum { QW_ACT_F32 = 0, QW_ACT_BF16 = 1, QW_ACT_QA8 = 2 } qw_act;
+
+/* What a weight type is: the one table of sizes and block layouts that
+ * every kernel, loader and tool reads (no block size or byte count is
+ * written anywhere else). Byte offsets are within a block; -1 where the
+ * type has no such field. */
+typedef struct qw_type_traits {
+    const char *name; /* "Q4_K", as GGUF and safetensors spell it */
+    int block;        /* weights per block: 1 (element types), 32, or 256 (K-quants) */
+    int bytes;        /* bytes per block (element types: per element) */
+    qw_act act;       /* the fast precision's activations (QA8: has an integer kernel) */
+    int d_off;        /* the binary16 scale d (K-quants: the super-block's d) */
+    int m_off;        /* the binary16 min m (Q4_1, Q5_1) or dmin (Q4_K, Q5_K) */
+    int qh_off;       /* the high bits (Q5_0, Q5_1: 32 bits; Q5_K: 32 bytes; Q6_K: 64 bytes) */
+    int qs_off;       /* the quants (Q8_0: int8; Q4_*, Q5_*: nibbles; Q6_K: its low 4 bits) */
+    int zero;         /* w = d * (q - zero): Q4_0 8, Q5_0 16, Q6_K 32, else 0 */
+} qw_type_traits;
+
+/* The traits of t (a valid qw_dtype). Inline, so that in a kernel
+ * specialised for one type every field is a compile-time constant. */
+static inline const qw_type_traits *qw_type(qw_dtype t) {
+    static const qw_type_traits k_traits[QW_DTYPE_COUNT] = {
+        /*           name    block bytes act          d    m   qh   qs  zero */
+        [QW_F32] = {"F32", 1, 4, QW_ACT_F32, -1, -1, -1, 0, 0},
+        [QW_F16] = {"F16", 1, 2, QW_ACT_F32, -1, -1, -1, 0, 0},
+        [QW_BF16] = {"BF16", 1, 2, QW_ACT_BF16, -1, -1, -1, 0, 0},
+        [QW_Q8_0] = {"Q8_0", 32, 34, QW_ACT_QA8, 0, -1, -1, 2, 0},
+        [QW_Q4_0] = {"Q4_0", 32, 18, QW_ACT_QA8, 0, -1, -1, 2, 8},
+        [QW_Q4_1] = {"Q4_1", 32, 20, QW_ACT_QA8, 0, 2, -1, 4, 0},
+        [QW_Q5_0] = {"Q5_0", 32, 22, QW_ACT_QA8, 0, -1, 2, 6, 16},
+        [QW_Q5_1] = {"Q5_1", 32, 24, QW_ACT_QA8, 0, 2, 4, 8, 0},
+        [QW_Q4_K] = {"Q4_K", 256, 144, QW_ACT_QA8, 0, 2, -1, 16, 0},
+        [QW_Q5_K] = {"Q5_K", 256, 176, QW_ACT_QA8, 0, 2, 16, 48, 0},
+        [QW_Q6_K] = {"Q6_K", 256, 210, QW_ACT_QA8, 208, -1, 128, 0, 32},
+    };
+    return &k_traits[t];
+}
 
 /* True for the block (quantized) types. */
 int qw_dtype_quantized(qw_dtype t);
@@ -198,19 +239,11 @@ typedef struct qw_kernels {
      * qw_quantize_q8_0 (the reference, GGML's rule) gives. */
     void (*quantize_q8_0)(void *dst, const float *x, int64_t n);
 
-    /* sum_i a[i]*b[i] */
-    float (*dot)(const float *a, const float *b, int64_t n);
-    /* y[i] += a * x[i] */
-    void (*axpy)(float *y, float a, const float *x, int64_t n);
-    /* y[i] *= a */
-    void (*scale)(float *y, float a, int64_t n);
     /* y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]  (Qwen2RMSNorm: the mean of
      * squares in float32, then weight multiply). y may equal x. */
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
     /* g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)) */
     void (*silu_mul)(float *g, const float *u, int64_t n);
-    /* In place softmax of x[0..n): subtract max, exp, normalise. */
-    void (*softmax)(float *x, int64_t n);
     /* y[i] += x[i] */
     void (*add)(float *y, const float *x, int64_t n);
 

@@ -1,11 +1,6 @@
-/* kernels_impl.h - private to src/kernels/: the per-level fill functions,
- * the CPU feature bits, and scalar conversion helpers shared by the
- * reference and by the SIMD files for their tails.
- *
- * Each ISA file (kernels_avx2.c, kernels_avx512.c, kernels_neon.c) compiles
- * to an empty fill function returning 0 on other architectures, so the tree
- * builds everywhere; init.c only offers a level whose fill returned 1 and
- * whose CPU bits are present.
+/* kernels_impl.h - private to src/kernels/: the op families' tables per
+ * level, the CPU feature bits, and scalar helpers shared by the references
+ * and by the SIMD files for their tails.
  */
 #ifndef QW_KERNELS_IMPL_H
 #define QW_KERNELS_IMPL_H
@@ -15,85 +10,70 @@
 
 #include "kernels/kernels.h"
 
-/* Fill k with the plain-C reference (every entry). */
-void kernels_fill_ref(qw_kernels *k);
-/* The 4/5/6-bit block types' reference entries (quant_ref.c), called by
- * kernels_fill_ref. */
-void kernels_fill_quant_ref(qw_kernels *k);
-/* Overwrite the entries this ISA accelerates; return 1 if the level is
- * compiled into this binary, 0 if not (k untouched). The table must already
- * hold the lower level (dav1d style: ref, then ascending upgrades). Call only
- * when the CPU runs the level: the fill code itself is compiled with the
- * file's ISA flags and may use those instructions. */
-int kernels_fill_avx2(qw_kernels *k);
-int kernels_fill_avx512(qw_kernels *k);
-int kernels_fill_neon(qw_kernels *k);
-/* The attention entry of each level lives in its own file (attn_*.c); same
- * contract as the fills above. */
-void kernels_fill_attn_ref(qw_kernels *k);
-int kernels_fill_attn_avx2(qw_kernels *k);
-int kernels_fill_attn_neon(qw_kernels *k);
+/* The kernels of one op family on one level, as a table with only that
+ * family's entries set (the rest NULL). init.c builds each level's table
+ * generically: the level below it (ref first), then every family table of
+ * the level laid over it, entry by entry. The families, each in its own
+ * folder with the reference beside its SIMD twins:
+ *   matmul/       float-activation matmul (the exact precision), to_f32,
+ *                 quantize_q8_0; bf16 activations (matmul_bf16act, to_bf16)
+ *   qdot/         the integer path: quantize_qa8 and matmul_q (block-32
+ *                 types: qdot_*; K-quants: kquant_*)
+ *   attn/         fused attention
+ *   elementwise/  rmsnorm, silu_mul, add
+ * A SIMD file defines its table only on its architecture (the Makefile
+ * gives *_avx2.c, *_avx512.c, *_avx512vnni.c, *_avx512bf16.c their flags
+ * on x86-64); init.c installs it only where cpu.c saw the level and, for
+ * the instruction families (VNNI, BF16), that family's own CPUID bit. */
+extern const qw_kernels kernels_matmul_ref, kernels_bf16act_ref, kernels_qdot_ref, kernels_kquant_ref, kernels_attn_ref,
+    kernels_elementwise_ref;
+#if defined(__x86_64__)
+extern const qw_kernels kernels_matmul_avx2, kernels_qdot_avx2, kernels_kquant_avx2, kernels_attn_avx2,
+    kernels_elementwise_avx2;
+extern const qw_kernels kernels_matmul_avx512, kernels_elementwise_avx512;
+extern const qw_kernels kernels_qdot_avx512vnni, kernels_kquant_avx512vnni; /* QW_CPU_AVX512VNNI */
+extern const qw_kernels kernels_bf16act_avx512bf16;                        /* QW_CPU_AVX512BF16 */
+#elif defined(__aarch64__)
+extern const qw_kernels kernels_matmul_neon, kernels_qdot_neon, kernels_attn_neon, kernels_elementwise_neon;
+#endif
 
-/* The reference's 4/5/6-bit to_f32 (quant_ref.c; n whole blocks from a block
- * start), exported for the levels that convert with it before their own f32
- * tiles (neon). */
-void kernels_to_f32_q4_0_ref(float *y, const void *x, int64_t n);
-void kernels_to_f32_q4_1_ref(float *y, const void *x, int64_t n);
-void kernels_to_f32_q5_0_ref(float *y, const void *x, int64_t n);
-void kernels_to_f32_q5_1_ref(float *y, const void *x, int64_t n);
-void kernels_to_f32_q4_k_ref(float *y, const void *x, int64_t n);
-void kernels_to_f32_q5_k_ref(float *y, const void *x, int64_t n);
-void kernels_to_f32_q6_k_ref(float *y, const void *x, int64_t n);
+/* The calling thread's scratch for a kernel's working set that does not
+ * fit in registers (the prefill GEMMs' transposed weight and activation
+ * tiles): QW_SCRATCH_BYTES, 64-byte aligned, reused by every kernel call
+ * on the thread (a kernel never calls another kernel that uses it). Each
+ * user lays out its own struct there and checks its size against
+ * QW_SCRATCH_BYTES at compile time. */
+#define QW_SCRATCH_BYTES (200 * 1024)
+void *kernels_scratch(void);
 
-/* The AVX2 level's exact block-type converters (kernels_avx2.c), shared with
- * the avx512 level so that its block-type matmuls are its own f32 matmul of
- * the converted weights: columns [c0, c0 + len) of one row (src at column
- * c0, len a whole number of blocks) into dst as float32, each weight the
- * reference's value bit for bit; nx: the same columns of a row to prefetch
- * into L2, or NULL. x86-64 only; call only where the avx2 level runs. */
+/* The reference's block-type to_f32 (matmul/matmul_ref.c): n weights of
+ * type dt (whole blocks, from a block start), for the levels that convert
+ * with it before their own f32 tiles (neon). */
+void kernels_to_f32_blocks_ref(qw_dtype dt, float *y, const void *x, int64_t n);
+
+/* The AVX2 level's exact converters (matmul/matmul_avx2.c), by type (F16,
+ * BF16 and the block types), shared with the avx512 level so that its
+ * block-type matmuls are its own f32 matmul of the converted weights:
+ * columns [c0, c0 + len) of one row (src at column c0, len whole blocks)
+ * into dst, each weight the reference's value bit for bit; nx: the same
+ * columns of a row to prefetch into L2, or NULL. x86-64 only; call only
+ * where the avx2 level runs. */
 typedef void (*qw_conv_fn)(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q8_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q4_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q4_1_avx2(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q5_0_avx2(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q5_1_avx2(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q4_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q5_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
-void kernels_conv_q6_k_avx2(float *dst, const char *src, int64_t len, const char *nx);
+#if defined(__x86_64__)
+extern const qw_conv_fn kernels_conv_avx2[QW_DTYPE_COUNT];
+#endif
 
-/* The integer path of the block-32 types and quantize_qa8 (qdot_*.c):
- * the reference fill (every entry), AVX2 (avx2 and avx512 tables) and
- * AVX-512 VNNI (the avx512 table, only when QW_CPU_AVX512VNNI is set),
- * NEON (the neon table). */
-void kernels_fill_qdot_ref(qw_kernels *k);
-int kernels_fill_qdot_avx2(qw_kernels *k);
-int kernels_fill_qdot_avx512vnni(qw_kernels *k);
-int kernels_fill_qdot_neon(qw_kernels *k);
-
-/* The bf16-activation path (kernels.h): the reference (bf16dot_ref.c; not
- * in any table, the checker's yardstick) and the AVX512-BF16 kernels
- * (bf16dot_avx512bf16.c: the avx512 table, only when QW_CPU_AVX512BF16 is
- * set; returns 1 if compiled in). */
+/* The bf16-activation reference (matmul/bf16act_ref.c; not in any table:
+ * the checker's yardstick, tests/kernels/test_bf16act.c). */
 uint16_t kernels_f32_to_bf16_ref(float f);
 void kernels_to_bf16_ref(uint16_t *y, const float *x, int64_t n);
 void kernels_matmul_bf16act_bf16_ref(float *Y, int64_t ldy, const uint16_t *XB, int64_t ldxb, int64_t n,
                                      const void *W, int64_t k, int64_t o0, int64_t o1);
-int kernels_fill_bf16dot_avx512bf16(qw_kernels *k);
 
 /* The integer path's fixed final sum of its 8 lanes (kernels.h). */
 static inline float qw_qdot_tree(const float acc[8]) {
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
-
-/* The integer path's K-quant kernels (matmul_q of Q4_K, Q5_K, Q6_K), in
- * qdot_kquant_ref.c / _avx2.c / _avx512vnni.c. The ref fill sets every
- * entry; the SIMD fills return 1 if compiled in (x86-64), 0 if not (k
- * untouched). Call _avx2 only when the CPU runs the avx2 level, _avx512vnni
- * only on the avx512 table and when kernels_cpu_flags() has
- * QW_CPU_AVX512VNNI. */
-void kernels_fill_qdot_kquant_ref(qw_kernels *k);
-int kernels_fill_qdot_kquant_avx2(qw_kernels *k);
-int kernels_fill_qdot_kquant_avx512vnni(qw_kernels *k);
 
 /* CPU capability bits (cpu.c). A level bit is set only when the CPU has
  * every feature that level's file is compiled with AND the OS saves the
@@ -190,11 +170,32 @@ static inline float ld1_f16(const uint16_t *p) {
     return qw_f16_to_f32(v);
 }
 
-/* One Q8_0 block's scale (binary16 at the block start, any alignment). */
-static inline float qw_q8_0_scale(const uint8_t *blk) {
+/* The unaligned uint16 at p (a binary16 or bf16 weight or scale). */
+static inline uint16_t qw_u16_at(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The binary16 at p as a float (a block's d, m or dmin; any alignment). */
+static inline float qw_f16_at(const uint8_t *p) {
     uint16_t h;
-    memcpy(&h, blk, sizeof h);
+    memcpy(&h, p, sizeof h);
     return qw_f16_to_f32(h);
+}
+
+#if defined(__F16C__)
+#include <immintrin.h>
+/* qw_f16_at in one vcvtph2ps (the same exact value), for the x86 files
+ * built with F16C (the avx2 and avx512 levels). */
+static inline float qw_f16_at_f16c(const uint8_t *p) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(qw_u16_at(p))));
+}
+#endif
+
+/* The little-endian uint32 at p (Q5_0 / Q5_1's 32 high bits). */
+static inline uint32_t qw_u32_at(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the

@@ -7,8 +7,8 @@
  * Below -87 it returns e^-87 ~ 1.6e-38: an absolute error < 2e-38,
  * irrelevant for softmax (sum >= 1) and silu.
  *
- * Include only from a file compiled for the ISA (kernels_avx2.c and
- * attn_avx2.c with -mavx2 -mfma; kernels_neon.c and attn_neon.c on arm64):
+ * Include only from a file compiled for the ISA (elementwise_avx2.c and
+ * attn_avx2.c with -mavx2 -mfma; elementwise_neon.c and attn_neon.c on arm64):
  * each variant exists only when the compiler targets it.
  */
 #ifndef QW_SIMD_EXP_H

@@ -76,8 +76,7 @@ int model_load(qw_model **out, const char *path, qw_err *err) {
     char *gpath = NULL;
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
         if (model_load_gguf(m, p, path, err)) goto fail;
-        *out = m;
-        return 0;
+        goto done;
     }
     if (!file_exists(path, "model.safetensors") && !file_exists(path, "model.safetensors.index.json")) {
         int rc = gguf_dir_single(path, &gpath, err);
@@ -86,16 +85,22 @@ int model_load(qw_model **out, const char *path, qw_err *err) {
             rc = model_load_gguf(m, p, gpath, err);
             free(gpath);
             if (rc) goto fail;
-            *out = m;
-            return 0;
+            goto done;
         }
     }
+    m->format = "safetensors";
     if (config_load(&m->cfg, path, err)) goto fail;
     if (model_set_name(m, path, NULL, err)) goto fail;
     if (st_open_dir(&p->st, path, err)) goto fail;
     uint64_t bytes = 0;
     for (int i = 0; i < p->st.n_files; i++) bytes += p->st.maps[i].size;
     if (model_build(m, &hf_names, st_find_fn, &p->st, path, bytes, err)) goto fail;
+done:
+    if (qw_log_level() <= QW_LOG_INFO) {
+        char desc[512];
+        model_describe(m, desc, sizeof desc);
+        LOG_INFO("model: %s: %s", m->name, desc);
+    }
     *out = m;
     return 0;
 fail:

@@ -25,6 +25,7 @@
 #ifndef QW_MODEL_H
 #define QW_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -79,6 +80,14 @@ typedef struct qw_model {
     float *final_norm;  /* [hidden] model.norm.weight */
     qw_layer *layers;   /* [n_layers] */
     uint64_t weight_bytes; /* bytes of all matrices, for roofline reports */
+    /* What the file says it is, for the load log: a GGUF's general.file_type
+     * by llama.cpp's name ("Q4_K_M": a file's tensors mix several types, so
+     * no single tensor's type names it); "" when the file does not say
+     * (safetensors, or a GGUF without the key). */
+    const char *format;             /* "GGUF" or "safetensors" */
+    char file_type[40];
+    int n_by_dtype[QW_DTYPE_COUNT]; /* tensors read at load, by stored dtype */
+    int n_quant_kept;   /* model_quantize: matrices already of a block type, kept as stored */
     void *quant_buf;    /* matrices made by model_quantize (owned) */
     void *priv;         /* mappings and owned buffers */
 } qw_model;
@@ -90,6 +99,15 @@ int config_load(qw_config *cfg, const char *dir, qw_err *err);
  * -1 with a message naming the file and the tensor or field at fault. */
 int model_load(qw_model **out, const char *path, qw_err *err);
 void model_free(qw_model *m);
+
+/* One line for the load log: "GGUF Q4_K_M; tensors Q5_0 x 133, F32 x 121,
+ * Q8_0 x 13, ..." (most frequent type first). model_load() logs it at info
+ * level. */
+void model_describe(const qw_model *m, char *buf, size_t cap);
+
+/* llama.cpp's name of a GGUF general.file_type value ("Q4_K_M" for 15), or
+ * NULL for a value it does not define. */
+const char *model_gguf_file_type_name(int64_t ftype);
 
 /* Quantize every matrix (the embedding and lm_head too) to `to` (only
  * QW_Q8_0) in memory the model owns, with `threads` threads; the mapped

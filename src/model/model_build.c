@@ -43,6 +43,7 @@ static int find(build *b, const char *name, model_tensor *t) {
     int rc = b->find(b->src, name, t, b->err);
     if (rc < 0) return -1;
     if (rc == 0) return qw_errf(b->err, "model: %s: tensor '%s' is missing", b->label, name);
+    if ((unsigned)t->dtype < QW_DTYPE_COUNT) b->m->n_by_dtype[t->dtype]++;
     return 0;
 }
 
@@ -135,6 +136,21 @@ int model_build(qw_model *m, const model_names *nm, model_find_fn findfn, const 
                            mat_bytes(&L->w_gate) + mat_bytes(&L->w_up) + mat_bytes(&L->w_down);
     }
     return 0;
+}
+
+void model_describe(const qw_model *m, char *buf, size_t cap) {
+    int done[QW_DTYPE_COUNT] = {0};
+    size_t n = (size_t)snprintf(buf, cap, "%s%s%s; tensors ", m->format ? m->format : "?", m->file_type[0] ? " " : "",
+                                m->file_type);
+    for (int k = 0; k < QW_DTYPE_COUNT && n < cap; k++) {
+        int best = -1;
+        for (int t = 0; t < QW_DTYPE_COUNT; t++)
+            if (!done[t] && m->n_by_dtype[t] > 0 && (best < 0 || m->n_by_dtype[t] > m->n_by_dtype[best])) best = t;
+        if (best < 0) break;
+        done[best] = 1;
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s x %d", k ? ", " : "", qw_dtype_name((qw_dtype)best),
+                              m->n_by_dtype[best]);
+    }
 }
 
 /* ------------------------------------------------- Hugging Face folders */

@@ -1,4 +1,4 @@
-/* model_gguf.c - a GGUF file (F32 / F16 / BF16 tensors) -> qw_model.
+/* model_gguf.c - a GGUF file -> qw_model (tensor types: model.h).
  *
  * Follows what llama.cpp's convert_hf_to_gguf.py writes for architecture
  * "qwen2" (and tools/to_gguf.py, which writes the same):
@@ -22,6 +22,7 @@
  * Features we do not compute (rope scaling, partial rotary, value length !=
  * key length) are refused rather than computed differently.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,9 +163,38 @@ static int gguf_config(qw_config *c, const gguf_file *f, qw_err *err) {
     return 0;
 }
 
+const char *model_gguf_file_type_name(int64_t ftype) {
+    /* llama.cpp's llama_ftype (llama.h); 4-6 and 33-35 were removed there. */
+    static const char *const names[] = {
+        [0] = "F32",     [1] = "F16",      [2] = "Q4_0",     [3] = "Q4_1",     [7] = "Q8_0",
+        [8] = "Q5_0",    [9] = "Q5_1",     [10] = "Q2_K",    [11] = "Q3_K_S",  [12] = "Q3_K_M",
+        [13] = "Q3_K_L", [14] = "Q4_K_S",  [15] = "Q4_K_M",  [16] = "Q5_K_S",  [17] = "Q5_K_M",
+        [18] = "Q6_K",   [19] = "IQ2_XXS", [20] = "IQ2_XS",  [21] = "Q2_K_S",  [22] = "IQ3_XS",
+        [23] = "IQ3_XXS", [24] = "IQ1_S",  [25] = "IQ4_NL",  [26] = "IQ3_S",   [27] = "IQ3_M",
+        [28] = "IQ2_S",  [29] = "IQ2_M",   [30] = "IQ4_XS",  [31] = "IQ1_M",   [32] = "BF16",
+        [36] = "TQ1_0",  [37] = "TQ2_0",
+    };
+    if (ftype < 0 || ftype >= (int64_t)(sizeof names / sizeof *names)) return NULL;
+    return names[ftype];
+}
+
+/* general.file_type as a name into m->file_type; "" when absent. llama.cpp
+ * sets bit 10 when it guessed the type from the tensors. */
+static int gguf_file_type(qw_model *m, const gguf_file *f, qw_err *err) {
+    int64_t ft;
+    int rc = gguf_get_int(f, "general.file_type", 0, 0, INT32_MAX, &ft, err);
+    if (rc <= 0) return rc;
+    const char *name = model_gguf_file_type_name(ft & ~(int64_t)1024);
+    if (name) snprintf(m->file_type, sizeof m->file_type, "%s%s", name, ft & 1024 ? " (guessed)" : "");
+    else snprintf(m->file_type, sizeof m->file_type, "file type %lld", (long long)ft);
+    return 0;
+}
+
 int model_load_gguf(qw_model *m, model_priv *p, const char *path, qw_err *err) {
+    m->format = "GGUF";
     if (gguf_open(&p->gg, path, err)) return -1;
     if (gguf_config(&m->cfg, &p->gg.f, err)) return -1;
+    if (gguf_file_type(m, &p->gg.f, err) < 0) return -1;
     if (model_set_name(m, path, ".gguf", err)) return -1;
     /* The name the file gives itself, if any, serves as the model's name
      * (/v1/models); else the file name. */

@@ -3,7 +3,7 @@
  * `--quant q8_0` for a BF16/F16/F32 Hugging Face folder: every matrix (the
  * embedding and lm_head too, as llama.cpp's Q8_0 files have them) becomes
  * Q8_0 in one buffer the model owns, quantized row by row with GGML's rule
- * (src/kernels/quant.c), so decode reads 34 bytes per 32 weights instead
+ * (src/kernels/matmul/matmul_ref.c), so decode reads 34 bytes per 32 weights instead
  * of 64. The 16-bit originals in the mapping are then released from memory
  * (madvise DONTNEED: they are file-backed and read-only, so the pages are
  * simply dropped; nothing reads them again).
@@ -94,10 +94,14 @@ int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err) {
 #undef ADD
     quant_job j = {NULL, NULL, NULL, 0};
     int n_q = 0;
+    m->n_quant_kept = 0;
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         qw_mat *mt = items[i].mat;
-        if (qw_dtype_quantized(mt->dtype)) continue; /* already quantized (a GGUF Q8_0, Q4_K, ... tensor): kept */
+        if (qw_dtype_quantized(mt->dtype)) { /* already quantized (a GGUF Q8_0, Q4_K, ... tensor): kept */
+            m->n_quant_kept++;
+            continue;
+        }
         int64_t rb = qw_dtype_row_bytes(to, mt->cols);
         if (rb < 0) {
             qw_errf(err, "--quant %s: %s has %lld columns, not a multiple of %d", qw_dtype_name(to), items[i].name,

@@ -242,13 +242,6 @@ static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
                                 "'%s' (function calling) is only served on /v1/chat/completions", chat_only[i]);
         }
     }
-    j = cJSON_GetObjectItemCaseSensitive(o, "response_format");
-    if (is_present(j)) {
-        const cJSON *t = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "type") : NULL;
-        if (!(cJSON_IsString(t) && !strcmp(t->valuestring, "text")))
-            return api_fail(e, 400, "unsupported_field", "response_format",
-                            "'response_format' other than {\"type\": \"text\"} is not supported");
-    }
     j = cJSON_GetObjectItemCaseSensitive(o, "logit_bias");
     if (is_present(j) && !(cJSON_IsObject(j) && !j->child))
         return api_fail(e, 400, "unsupported_field", "logit_bias", "'logit_bias' is not supported");
@@ -637,6 +630,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
     }
     if (parse_stop(o, r, e) < 0) goto out;
     if (parse_stop_ids(o, lim, r, e) < 0) goto out;
+    if (api_parse_constraint(o, r, e) < 0) goto out;
 
     long long mt;
     int got;
@@ -672,6 +666,12 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         if (mt < 0) mt = lim->n_ctx - r->n_prompt; /* until the context is full */
     }
     r->max_tokens = (int)mt;
+    if (r->constraint && r->grammar) {
+        /* a forced tool call has its own grammar: one grammar per answer */
+        api_fail(e, 400, "unsupported_value", "response_format",
+                 "'response_format' / 'grammar' together with a forced tool call (tool_choice) is not supported");
+        goto out;
+    }
     rc = 0;
 out:
     cJSON_Delete(o);
@@ -685,6 +685,8 @@ void api_req_free(api_req *r) {
     r->grammar = NULL;
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
+    grammar_release(r->constraint);
+    r->constraint = NULL;
     r->prompt = NULL;
     r->stop = NULL;
     r->n_prompt = r->n_stop = 0;

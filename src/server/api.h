@@ -28,6 +28,9 @@
  *   without being output) and "speculative": false (qwenc's extension) to decode without
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
+ *   Both take "response_format" (text, json_object, json_schema) and
+ *   "grammar" (GBNF, llama.cpp's field): constrained sampling, see
+ *   api_parse_constraint and docs/grammar.md.
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
  * "model" must name the served model (api_limits.model_id) unless
  * any_model: else 404 model_not_found; absent, it means the served one.
@@ -37,7 +40,7 @@
  * the raw logits, before temperature and penalties (logprob.h).
  * Fields that would change the meaning of a request and are not supported
  * (functions / function_call (legacy), tools on /v1/completions, suffix
- * on chat, response_format other than text, logit_bias, best_of other than
+ * on chat, a JSON Schema keyword outside the subset, logit_bias, best_of other than
  * n, audio, prediction, non-text modalities or message parts) are a 400 that
  * names the field. A model whose chat template qwenc does not render
  * answers chat with a 400 unsupported_chat_template. Unknown fields are
@@ -49,6 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar/grammar.h"
 #include "sample/logprob.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -127,6 +131,10 @@ typedef struct api_req {
                                * "stop_token_ids" (vLLM's field), plus for an infill
                                * prompt the FIM and repository tokens (fim_stop_ids) */
     int n_stop_ids;
+    qw_grammar *constraint;   /* "response_format" json_object / json_schema, or "grammar"
+                               * (GBNF): the output is constrained to it; NULL = free text.
+                               * One reference, released by api_req_free. Not together
+                               * with a tool-call grammar (400). */
     int n;                    /* choices, 1..API_MAX_N ("n"; "best_of" must equal it) */
     int logprobs;             /* chat: "logprobs": true; completions: "logprobs": int given */
     int top_logprobs;         /* alternatives per token: chat "top_logprobs", completions
@@ -135,6 +143,18 @@ typedef struct api_req {
 } api_req;
 
 #define API_MAX_N 16
+
+
+/* The constraint fields of a request body (json: a cJSON object):
+ *   "response_format": {"type": "text"}                    nothing
+ *                      {"type": "json_object"}             any JSON object
+ *                      {"type": "json_schema", "json_schema": {"name", "schema",
+ *                       "strict", "description"}}          that schema (docs/grammar.md)
+ *   "grammar": "GBNF text"                                 llama.cpp's grammar format
+ * At most one of the two. Sets r->constraint. Returns 0, or -1 and e: 400 naming
+ * the field, and for a schema the unsupported keyword and where it is.
+ * (src/server/api_grammar.c) */
+int api_parse_constraint(const void *json, api_req *r, api_error *e);
 
 /* Parse a /v1/completions, /v1/chat/completions or /infill body (already
  * checked to be valid UTF-8). Returns 0 and *r (free with api_req_free), or

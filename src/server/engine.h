@@ -12,6 +12,7 @@
 
 #include "base/err.h"
 #include "engine/sched.h"
+#include "grammar/grammar.h"
 #include "infer/forward.h"
 #include "model/model.h"
 #include "runtime/pool.h"

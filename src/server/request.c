@@ -236,6 +236,17 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
             q->state = RQ_FAILED;
             return -1;
         }
+    } else if (q->p.constraint) {
+        /* response_format / grammar: compiled while parsing */
+        qw_err err;
+        gv = engine_gvocab(e, &err);
+        if (!gv) {
+            api_fail(&q->err, 500, "grammar_error", "response_format", "cannot build the grammar vocabulary: %s",
+                     err.msg);
+            q->state = RQ_FAILED;
+            return -1;
+        }
+        g = grammar_retain(q->p.constraint); /* released below with the tools' grammar */
     }
     for (int i = 0; i < q->n; i++) {
         qw_req_params p = {

@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from conftest import QWENC, THREADS, _started, isa_env, run, start_http, stop_checked
+from conftest import QWENC, ROOT, THREADS, _started, isa_env, run, start_http, stop_checked
 from helpers import ok_json, post
 from test_socket import SocketServer, ask, tokens_of
 
@@ -295,3 +295,215 @@ def test_ctx_limit_is_a_clear_error(model_dir):
     assert r.returncode > 0, f"20 prompt ids + 20 tokens in a 32-token context: exit {r.returncode}"
     err = r.stderr.decode(errors="replace").lower()
     assert "ctx" in err or "context" in err, err[-300:]
+
+
+# ---------------------------------------------------------------------------
+# Commands and flags llama.cpp / Ollama users type (issue 14)
+
+
+def test_version():
+    r = run([QWENC, "--version"])
+    assert r.returncode == 0 and re.fullmatch(rb"qwenc \d+\.\d+\.\d+\n", r.stdout), (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("args", [["MODEL", "--help"], ["MODEL", IDS, "3", "-h"], ["-m", "MODEL", "--prompt", "x", "--help"],
+                                  ["serve", "--help"], ["serve", "MODEL", "--port", "1", "--help"],
+                                  ["run", "MODEL", "--help"], ["run", "--help"], ["chat", "--help"],
+                                  ["pull", "--help"], ["list", "--help"], ["rm", "--help"], ["help", "serve"]])
+def test_help_after_any_form(model_dir, args):
+    """--help anywhere prints help on stdout and exits 0, without loading or
+    running anything."""
+    r = run([QWENC] + [model_dir if a == "MODEL" else a for a in args])
+    assert r.returncode == 0, (args, r.returncode, r.stderr[-500:])
+    assert r.stdout.startswith(b"qwenc - ") or r.stdout.startswith(b"usage: qwenc"), (args, r.stdout[:300])
+    assert b"loaded" not in r.stderr and b"listening" not in r.stderr, r.stderr[-500:]
+
+
+def test_help_describes_gguf_truthfully():
+    h = run([QWENC, "--help"]).stdout.decode()
+    flat = " ".join(h.split())
+    assert "F32/F16/BF16 tensors" not in flat
+    for t in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"):
+        assert re.search(r"(?<![\w])" + t + r"(?![\w])", flat), f"--help does not name the GGUF type {t}"
+    for cmd in ("serve", "run", "pull", "list", "rm", "--version", "-m", "--port"):
+        assert re.search(r"(?<![\w-])" + re.escape(cmd) + r"(?![\w-])", flat), f"--help does not mention {cmd}"
+
+
+def test_model_flag_anywhere(model_dir):
+    """-m/--model MODEL may stand anywhere instead of the leading MODEL."""
+    want = out_ids(run([QWENC, model_dir, IDS, "5", "--threads", THREADS]), 5)
+    for args in (["-m", model_dir, IDS, "5"], [IDS, "5", "--model", model_dir],
+                 ["--tokens", IDS, "-m", model_dir, "-n", "5"]):
+        assert out_ids(run([QWENC] + args + ["--threads", THREADS]), 5) == want, args
+    r = run([QWENC, "-m", model_dir, "--model", model_dir, IDS, "5"])
+    assert r.returncode == 2 and b"two models" in r.stderr, r.stderr
+
+
+def test_run_one_shot_equals_prompt(model_dir):
+    """qwenc run MODEL PROMPT answers once, as --prompt does; the words of an
+    unquoted prompt are joined as Ollama does."""
+    want = run([QWENC, model_dir, "--prompt", "hello there", "-n", "8", "--threads", THREADS])
+    assert want.returncode == 0 and want.stdout.strip(), want.stderr[-500:]
+    for args in (["run", model_dir, "hello there"], ["run", model_dir, "hello", "there"],
+                 ["run", "-m", model_dir, "hello there"], ["run", "hello there", "--model", model_dir]):
+        r = run([QWENC] + args + ["-n", "8", "--threads", THREADS])
+        assert r.returncode == 0, (args, r.stderr[-500:])
+        assert r.stdout == want.stdout, (args, r.stdout, want.stdout)
+
+
+def test_run_without_prompt_chats(model_dir):
+    """qwenc run MODEL is qwenc chat MODEL: the same answers to the same lines."""
+    lines = "Hello\nHow are you?\n/quit\n".encode()
+    chat = run([QWENC, "chat", model_dir, "-n", "6", "--threads", THREADS], input=lines)
+    r = run([QWENC, "run", model_dir, "-n", "6", "--threads", THREADS], input=lines)
+    assert chat.returncode == 0 and r.returncode == 0, (chat.stderr[-500:], r.stderr[-500:])
+    assert r.stdout == chat.stdout and r.stdout.count(b"\n") >= 2, (r.stdout, chat.stdout)
+
+
+@pytest.mark.parametrize("form", [["serve", "MODEL", "--port", "0"], ["serve", "-m", "MODEL", "--port", "0"],
+                                  ["-m", "MODEL", "--port", "0"]])
+def test_serve_and_port(model_dir, form):
+    from conftest import Proc, LISTEN_RE
+    import requests
+    p = Proc([QWENC] + [model_dir if a == "MODEL" else a for a in form] + ["--threads", THREADS])
+    _started.append(p)
+    try:
+        m = p.wait_stderr(LISTEN_RE, 60)
+        assert m, p.log_tail()
+        url = f"http://127.0.0.1:{m.group(2)}"
+        ok = False
+        for _ in range(100):
+            try:
+                if requests.get(url + "/health", timeout=5).status_code == 200:
+                    ok = True
+                    break
+            except requests.RequestException:
+                pass
+            import time
+            time.sleep(0.1)
+        assert ok, p.log_tail()
+        j = requests.post(url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                              "max_tokens": 3}, timeout=60).json()
+        assert j["choices"][0]["message"]["content"] is not None, j
+    finally:
+        rc, _ = p.stop()
+    assert rc == 0, p.log_tail()
+
+
+def test_serve_default_port_is_8080(model_dir):
+    """Without --port, serve listens where llama-server does: with 8080
+    taken (by this test, or anything else here), it fails naming 8080."""
+    import socket
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", 8080))
+        s.listen()
+    except OSError:
+        pass  # taken already: as good
+    try:
+        r = run([QWENC, "serve", model_dir, "--threads", THREADS], timeout=30)
+    finally:
+        s.close()
+    assert r.returncode == 1 and b"port 8080" in r.stderr, r.stderr[-500:]
+
+
+@pytest.mark.parametrize("args,names", [
+    (["MODEL", "--prompt", "hi", "--http", "8015"], ["--prompt", "--http"]),
+    (["MODEL", "--tokenize", "x", "--server"], ["--tokenize", "--server"]),
+    (["MODEL", "--detokenize", "1", "--prompt", "x"], ["--detokenize", "--prompt"]),
+    (["MODEL", IDS, "3", "--http", "0"], [IDS, "--http"]),
+    (["MODEL", "--tokens", IDS, "--port", "0"], ["--tokens", "--port"]),
+    (["serve", "MODEL", "--prompt", "x"], ["serve", "--prompt"]),
+    (["run", "MODEL", "--http", "0"], ["run", "--http"]),
+    (["chat", "MODEL", "--server", "/tmp/x.sock"], ["chat", "--server"]),
+])
+def test_two_modes_are_an_error_naming_both(model_dir, args, names):
+    r = run([QWENC] + [model_dir if a == "MODEL" else a for a in args])
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 2, (args, r.returncode, err)
+    for n in names:
+        assert n in err, (args, n, err)
+    assert "listening" not in err and not r.stdout, err
+
+
+@pytest.mark.parametrize("args,opt", [
+    (["--tokenize", "hi", "--temp", "0.5"], "--temp"),
+    (["--tokenize", "hi", "--ctx", "64"], "--ctx"),
+    (["--detokenize", "9707", "--threads", "1"], "--threads"),
+    ([IDS, "2", "--system", "be brief"], "--system"),
+    ([IDS, "2", "--host", "0.0.0.0"], "--host"),
+    (["--prompt", "hi", "-n", "2", "--logits-out", "/tmp/never-written"], "--logits-out"),
+    (["--prompt", "hi", "-n", "2", "--parallel", "3"], "--parallel"),
+    (["--prompt", "hi", "-n", "2", "--warmup"], "--warmup"),
+])
+def test_ignored_options_are_warned_about(model_dir, args, opt):
+    r = run([QWENC, model_dir] + args)
+    assert r.returncode == 0, (args, r.stderr[-500:])
+    warn = [l for l in r.stderr.decode(errors="replace").splitlines() if "warning" in l and opt in l]
+    assert len(warn) == 1 and "ignored" in warn[0], (args, r.stderr[-1000:])
+
+
+@pytest.mark.parametrize("mode", [["--prompt", "hi", "-n", "3"], ["--tokens", IDS, "-n", "3"]])
+def test_ctx_capped_is_warned_about(model_dir, mode):
+    """--ctx above the model's positions (4096 for the e2e model) is capped
+    with a warning naming both numbers, not silently."""
+    r = run([QWENC, model_dir, *mode, "--ctx", "100000", "--threads", THREADS])
+    assert r.returncode == 0, r.stderr[-500:]
+    warn = [l for l in r.stderr.decode(errors="replace").splitlines() if "--ctx" in l]
+    assert len(warn) == 1 and "100000" in warn[0] and "4096" in warn[0] and "warning" in warn[0], r.stderr[-1000:]
+    r = run([QWENC, model_dir, *mode, "--ctx", "2048", "--threads", THREADS])
+    assert b"--ctx" not in r.stderr, r.stderr[-1000:]
+
+
+def test_log_quiet_prints_only_errors(model_dir):
+    env = dict(os.environ, QWENC_LOG="quiet")
+    for args in (["--prompt", "hi", "-n", "3"], [IDS, "3"], ["--tokenize", "hi", "--temp", "1"]):
+        r = run([QWENC, model_dir, *args, "--threads", THREADS], env=env)
+        assert r.returncode == 0 and r.stdout.strip(), (args, r.stderr)
+        assert r.stderr == b"", (args, r.stderr[-1000:])
+    # errors still get through
+    r = run([QWENC, model_dir, "--bogus"], env=env)
+    assert r.returncode == 2 and b"--bogus" in r.stderr
+    env["QWENC_LOG"] = "loud"
+    r = run([QWENC, model_dir, "--tokenize", "hi"], env=env)
+    assert r.returncode == 0 and b"QWENC_LOG" in r.stderr and b"loud" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,opt,fine", [
+    ([IDS, "2", "--seed", "4"], "--seed", [IDS, "2", "--seed", "4", "--temp", "0.7"]),
+    (["--prompt", "hi", "-n", "2", "--greedy", "--top-p", "0.9"], "--top-p",
+     ["--prompt", "hi", "-n", "2", "--temp", "0.5", "--top-p", "0.9"]),
+    (["--tokens", IDS, "-n", "2", "--temp", "0", "--top-k", "5"], "--top-k",
+     ["--tokens", IDS, "-n", "2", "--temp", "1", "--top-k", "5"]),
+    (["--prompt", "hi", "-n", "2", "--raw", "--system", "be brief"], "--system",
+     ["--prompt", "hi", "-n", "2", "--system", "be brief"]),
+    (["--tokens", IDS, "--logits-out", "LOGITS", "-n", "3"], "-n", ["--tokens", IDS, "--logits-out", "LOGITS"]),
+    ([IDS, "2", "--spec", "off", "--spec-k", "4"], "--spec-k", [IDS, "2", "--spec", "ngram", "--spec-k", "4"]),
+])
+def test_moot_options_are_warned_about(model_dir, tmp_path, args, opt, fine):
+    """Options another option makes moot (sampling settings with greedy
+    sampling, --system with --raw, -n with --logits-out, --spec-k with --spec
+    off) get one warning line, not silence."""
+    args = [str(tmp_path / "l.bin") if a == "LOGITS" else a for a in args]
+    r = run([QWENC, model_dir] + args + ["--threads", THREADS])
+    assert r.returncode == 0, (args, r.stderr[-500:])
+    warn = [l for l in r.stderr.decode(errors="replace").splitlines() if "warning" in l and opt + " " in l]
+    assert len(warn) == 1 and "no effect" in warn[0], (args, r.stderr[-1000:])
+    # and where it has an effect: no warning
+    fine = [str(tmp_path / "l.bin") if a == "LOGITS" else a for a in fine]
+    r = run([QWENC, model_dir] + fine + ["--threads", THREADS])
+    assert r.returncode == 0 and b"no effect" not in r.stderr, (fine, r.stderr[-1000:])
+
+
+def test_quant_on_quantized_gguf_is_warned_about(model_dir, tmp_path):
+    g = str(tmp_path / "q8.gguf")
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "to_gguf.py"), model_dir, g,
+                        "--type", "q8_0"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-1000:]
+    r = run([QWENC, g, IDS, "2", "--quant", "q8_0", "--threads", THREADS])
+    assert r.returncode == 0, r.stderr[-500:]
+    warn = [l for l in r.stderr.decode(errors="replace").splitlines() if "warning" in l and "--quant" in l]
+    assert len(warn) == 1 and "kept" in warn[0], r.stderr[-1000:]

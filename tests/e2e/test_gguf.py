@@ -18,6 +18,7 @@ promises on their own.
 """
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -357,3 +358,28 @@ def test_precision_flag_errors():
     assert r.returncode == 2 and b"QWENC_PRECISION" in r.stderr, r.stderr
     r = run([QWENC, "--help"])
     assert b"--precision fast|exact" in r.stdout + r.stderr
+
+
+def test_load_log_names_file_type_and_tensor_mix(kq_models, tmp_path):
+    """The load log says what the file says it is (general.file_type by
+    llama.cpp's name: a Q4_K_M file is "Q4_K_M", not the type of one of its
+    tensors) and how many tensors of each type it holds, as gguf-py reads
+    them (issue 14)."""
+    from collections import Counter
+    from gguf import GGUFReader
+    q = to_gguf(kq_models["kq320"], os.path.join(OUT, "kq320-mixed.gguf"), "mixed")
+    want = Counter(t.tensor_type.name for t in GGUFReader(q).tensors)
+    assert len(want) >= 3, want  # a mixture, or the test proves nothing
+    r = ok(run([QWENC, q, KQ_IDS, "1", "--threads", THREADS]))
+    err = r.stderr.decode(errors="replace")
+    m = re.search(r"model: kq320\S*: GGUF (\S+); tensors (.*)", err)  # the name: general.name or the file's
+    assert m, err[-2000:]
+    assert m.group(1) == "Q4_K_M", m.group(0)
+    got = {k: int(v) for k, v in re.findall(r"(\w+) x (\d+)", m.group(2))}
+    assert got == dict(want), (got, want)
+    counts = [int(v) for v in re.findall(r"x (\d+)", m.group(2))]
+    assert counts == sorted(counts, reverse=True), m.group(2)  # most frequent first
+    assert re.search(r"loaded kq320\S* .*Q4_K_M\)", err), err[-2000:]
+    # a safetensors folder: the format and its dtype
+    r = ok(run([QWENC, kq_models["kq320"], KQ_IDS, "1", "--threads", THREADS]))
+    assert re.search(r"model: kq320: safetensors; tensors BF16 x \d+", r.stderr.decode(errors="replace")), r.stderr

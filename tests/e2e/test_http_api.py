@@ -332,7 +332,8 @@ def test_all_sampling_fields_accepted(server):
     ("top_logprobs", 2),  # without logprobs: true
     ("functions", [{"name": "f", "parameters": {"type": "object"}}]),  # legacy; tools are served
     ("suffix", "x"),  # infill is a completion, not chat
-    ("response_format", {"type": "json_object"}),
+    ("response_format", {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": 1}}}),
+    ("grammar", "root ::= undefined"),
 ])
 def test_unsupported_fields_are_400_naming_the_field(server, field, value):
     msg = api_error(chat(server, "Hi", max_tokens=2, **{field: value}), 400)

@@ -411,3 +411,206 @@ def test_setup_pulls_and_smoke_tests(repo_folder, hub_env, tmp_path):
 
     r = run(["bash", setup, "--bogus"], env=env)
     assert r.returncode == 2 and b"--bogus" in r.stderr
+
+
+# ---------------------------------------------------------------------------
+# GGUF repos (issue 14): REPO[:QUANT] lists the repo's files through the
+# hub's API (GET /api/models/{repo}/tree/{rev}) and downloads one .gguf.
+
+GGUF_REPO = "qwenc-test/tiny-qwen2-GGUF"
+
+
+@pytest.fixture(scope="module")
+def gguf_folder(model_dir, tmp_path_factory):
+    """A GGUF repo as the hub has them: one file per quant, a README, no config.json."""
+    d = tmp_path_factory.mktemp("ggufrepo")
+    to_gguf = os.path.join(ROOT, "tools", "to_gguf.py")
+    for typ, name in (("q8_0", "tiny-qwen2-Q8_0.gguf"), ("bf16", "tiny-qwen2-bf16.gguf")):
+        r = subprocess.run([sys.executable, to_gguf, model_dir, str(d / name), "--type", typ], capture_output=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+    (d / "README.md").write_text("# tiny-qwen2-GGUF\n")
+    return str(d)
+
+
+def gguf_cache(tmp_path):
+    return tmp_path / "hf" / "hub" / "models--qwenc-test--tiny-qwen2-GGUF"
+
+
+class GgufHub(FakeHub):
+    def __init__(self, folder, log, *flags):
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, FAKE_HUB, folder, "--repo-id", GGUF_REPO, "--log", log,
+                                      *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.url = self.proc.stdout.readline().decode().strip()
+        line = self.proc.stdout.readline().decode().split()
+        if not self.url.startswith("http://127.0.0.1:") or len(line) != 2:
+            self.proc.kill()
+            pytest.fail(f"fake_hub.py did not start: {self.url!r} {self.proc.stderr.read()[-2000:]!r}")
+        self.commit = line[1]
+
+
+@pytest.fixture
+def ghub(tmp_path):
+    started = []
+
+    def start(folder, *flags):
+        h = GgufHub(folder, str(tmp_path / f"ghub{len(started)}.log"), *flags)
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        h.stop()
+
+
+def test_pull_gguf_repo_by_quant(gguf_folder, ghub, tmp_path):
+    hub = ghub(gguf_folder)
+    env = env_for(tmp_path, hub.url)
+    # Two quants and none asked for: says which exist, downloads nothing.
+    r = run([QWENC, "pull", GGUF_REPO], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "Q8_0" in err and "BF16" in err and ":QUANT" in err, err
+    # A quant the repo does not have: the same.
+    r = run([QWENC, "pull", GGUF_REPO + ":Q4_K_M"], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "Q4_K_M" in err and "Q8_0" in err and "BF16" in err, err
+    assert not any(q["path"].startswith("/cdn/") for q in hub.requests()), "downloaded without a match"
+
+    # The quant, in any case: the one file, into the cache layout, checked.
+    r = run([QWENC, "pull", GGUF_REPO + ":q8_0"], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0, err
+    assert any(q["path"].startswith(f"/api/models/{GGUF_REPO}/tree/main") for q in hub.requests()), \
+        "the repo's files were not listed through the hub API"
+    snap = gguf_cache(tmp_path) / "snapshots" / hub.commit
+    f = snap / "tiny-qwen2-Q8_0.gguf"
+    assert r.stdout.decode().strip() == str(f), r.stdout
+    sha = sha256_file(os.path.join(gguf_folder, "tiny-qwen2-Q8_0.gguf"))
+    assert f.is_symlink() and os.readlink(f) == f"../../blobs/{sha}"
+    assert sha256_file(f) == sha
+    assert sorted(os.listdir(snap)) == ["tiny-qwen2-Q8_0.gguf"], os.listdir(snap)
+    assert (gguf_cache(tmp_path) / "refs" / "main").read_text().strip() == hub.commit
+    assert "tiny-qwen2-Q8_0.gguf:" in err and "done" in err, err  # progress lines
+
+    # Runs by REPO:QUANT (and by REPO: the one cached) as by the file.
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"
+    want = run([QWENC, str(f), "151644 8948 198", "4", "--threads", "1"], env=env)
+    assert want.returncode == 0 and want.stdout.strip(), want.stderr
+    for m in (GGUF_REPO + ":Q8_0", GGUF_REPO + ":q8_0", GGUF_REPO):
+        a = run([QWENC, m, "151644 8948 198", "4", "--threads", "1"], env=env)
+        assert a.returncode == 0 and a.stdout == want.stdout, (m, a.stderr[-500:])
+    a = run([QWENC, GGUF_REPO + ":BF16", "1 2", "1"], env=env)
+    assert a.returncode == 1 and b"BF16" in a.stderr and b"Q8_0" in a.stderr, a.stderr
+
+    # Again: cached, nothing downloaded.
+    env["HF_ENDPOINT"] = hub.url
+    n_before = len(hub.requests())
+    r = run([QWENC, "pull", GGUF_REPO + ":Q8_0"], env=env)
+    assert r.returncode == 0 and b"cached" in r.stderr, r.stderr
+    assert not any(q["path"].startswith("/cdn/") for q in hub.requests()[n_before:])
+    # The hub unreachable: the cached file, with a warning.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{dead}"
+    r = run([QWENC, "pull", GGUF_REPO + ":q8_0"], env=env)
+    assert r.returncode == 0 and r.stdout.decode().strip() == str(f) and b"unreachable" in r.stderr, r.stderr
+    r = run([QWENC, "pull", GGUF_REPO + ":BF16"], env=env)
+    assert r.returncode == 1 and b"cannot reach" in r.stderr, r.stderr
+    env["HF_ENDPOINT"] = hub.url
+    # Offline: the cached file, without asking.
+    env["HF_HUB_OFFLINE"] = "1"
+    n_before = len(hub.requests())
+    r = run([QWENC, "pull", GGUF_REPO + ":Q8_0"], env=env)
+    assert r.returncode == 0 and r.stdout.decode().strip() == str(f), r.stderr
+    assert len(hub.requests()) == n_before
+
+
+def test_pull_gguf_resume_and_corruption(gguf_folder, ghub, tmp_path):
+    name = "tiny-qwen2-bf16.gguf"
+    hub = ghub(gguf_folder, "--cut-once", name)
+    env = env_for(tmp_path / "a", hub.url)
+    r = run([QWENC, "pull", GGUF_REPO + ":BF16"], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 0 and "resuming" in err, err
+    assert sha256_file(r.stdout.decode().strip()) == sha256_file(os.path.join(gguf_folder, name))
+    hub2 = ghub(gguf_folder, "--corrupt", name)
+    env = env_for(tmp_path / "b", hub2.url)
+    r = run([QWENC, "pull", GGUF_REPO + ":bf16"], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "corrupt" in err and name in err, err
+
+
+def test_pull_gguf_only_repo_without_quant(model_dir, ghub, tmp_path):
+    """A repo with one .gguf and no config.json: plain `pull REPO` finds it."""
+    d = tmp_path / "one"
+    d.mkdir()
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "to_gguf.py"), model_dir,
+                        str(d / "tiny-qwen2-q8_0.gguf"), "--type", "q8_0"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    hub = ghub(str(d))
+    env = env_for(tmp_path, hub.url)
+    r = run([QWENC, "pull", GGUF_REPO], env=env)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert r.stdout.decode().strip().endswith("/tiny-qwen2-q8_0.gguf"), r.stdout
+
+
+def test_pull_gguf_split_and_errors(ghub, tmp_path):
+    """A split GGUF is refused before anything is downloaded (qwenc loads
+    single files); a wrong repo or a gated one gets a clear message."""
+    d = tmp_path / "split"
+    d.mkdir()
+    for i in (1, 2):
+        (d / f"big-Q4_K_M-0000{i}-of-00002.gguf").write_bytes(b"GGUF" + bytes(100))
+    (d / "big-Q8_0.gguf").write_bytes(b"GGUF" + bytes(100))
+    hub = ghub(str(d))
+    env = env_for(tmp_path, hub.url)
+    r = run([QWENC, "pull", GGUF_REPO + ":q4_k_m"], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "split" in err and "2 files" in err, err
+    assert not any(q["path"].startswith("/cdn/") for q in hub.requests())
+    r = run([QWENC, "pull", "other/repo:Q4_K_M"], env=env)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "other/repo" in err and "404" in err, err
+    for bad in (GGUF_REPO + ":", GGUF_REPO + ":../x"):
+        r = run([QWENC, "pull", bad], env=env)
+        assert r.returncode == 2 and b"REPO:QUANT" in r.stderr, (bad, r.stderr)
+    hub2 = ghub(str(d), "--token", "s3cret")
+    r = run([QWENC, "pull", GGUF_REPO + ":Q8_0"], env=env_for(tmp_path / "t", hub2.url))
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "401" in err and "HF_TOKEN" in err, err
+
+
+def test_list_and_rm(repo_folder, gguf_folder, hub_env, ghub, tmp_path):
+    """qwenc list shows what MODEL can name, with sizes; qwenc rm removes it."""
+    env = env_for(tmp_path, hub_env(repo_folder).url)
+    r = run([QWENC, "list"], env=env)
+    assert r.returncode == 0 and b"no models" in r.stderr, r
+    assert pull(env).returncode == 0
+    env["HF_ENDPOINT"] = ghub(gguf_folder).url
+    for q in ("Q8_0", "bf16"):
+        assert run([QWENC, "pull", f"{GGUF_REPO}:{q}"], env=env).returncode == 0
+    r = run([QWENC, "list"], env=env)
+    assert r.returncode == 0, r.stderr
+    rows = {l.split()[0]: l for l in r.stdout.decode().splitlines()[1:]}
+    assert set(rows) == {REPO, GGUF_REPO + ":Q8_0", GGUF_REPO + ":BF16"}, r.stdout
+    assert "safetensors" in rows[REPO] and "GGUF" in rows[GGUF_REPO + ":Q8_0"], rows
+    q8 = os.path.getsize(os.path.join(gguf_folder, "tiny-qwen2-Q8_0.gguf"))
+    assert f"{q8 / 1e6:.1f} MB" in rows[GGUF_REPO + ":Q8_0"], (q8, rows)
+
+    r = run([QWENC, "rm", GGUF_REPO + ":q8_0"], env=env)
+    assert r.returncode == 0 and b"removed" in r.stdout, r.stderr
+    sha = sha256_file(os.path.join(gguf_folder, "tiny-qwen2-Q8_0.gguf"))
+    assert not (gguf_cache(tmp_path) / "blobs" / sha).exists(), "the blob was kept"
+    r = run([QWENC, "list"], env=env)
+    assert GGUF_REPO + ":Q8_0" not in r.stdout.decode() and GGUF_REPO + ":BF16" in r.stdout.decode(), r.stdout
+    r = run([QWENC, "rm", REPO], env=env)
+    assert r.returncode == 0 and not repo_cache(tmp_path).exists(), r.stderr
+    r = run([QWENC, "rm", GGUF_REPO + ":bf16"], env=env)
+    assert r.returncode == 0 and not gguf_cache(tmp_path).exists(), "an emptied repo folder was left"
+    r = run([QWENC, "rm", REPO], env=env)
+    assert r.returncode == 1 and b"not in the Hugging Face cache" in r.stderr, r.stderr
+    r = run([QWENC, "rm", "../etc"], env=env)
+    assert r.returncode == 2, r.stderr

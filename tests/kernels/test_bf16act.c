@@ -1,6 +1,6 @@
 /* test_bf16act.c - the bf16-activation path (kernels.h: to_bf16,
  * matmul_bf16act): every level the CPU runs against the plain-C reference
- * (bf16dot_ref.c) bit for bit, on odd sizes and tails, every n in
+ * (bf16act_ref.c) bit for bit, on odd sizes and tails, every n in
  * {1..9, 17, 64}, o0/o1 sub-ranges, batch invariance (a token alone gives
  * the bits it gets in a batch), special values (ties, NaN, infinities,
  * subnormals: DAZ / FTZ); and the reference against a double-precision dot

@@ -14,7 +14,7 @@
  *    1-token product of that token;
  *  - where the CPU has AVX512-VNNI, the avx512 level has its own kernels;
  *  - the 8-bit integer sums cannot overflow: blocks with the extreme quants
- *    and scales (the bounds in qdot_kquant_ref.c) against activations of
+ *    and scales (the bounds in kquant_ref.c) against activations of
  *    +-127 give the exact float64 result.
  * The activations are quantized by a copy of the QA8 rule written here (the
  * rule in kernels.h is exact); when the table has quantize_qa8 it must give

@@ -35,14 +35,14 @@ static void check_fixture(void) {
     uint32_t n = 0;
     CHECK(fread(&n, 4, 1, f) == 1 && n % 32 == 0 && n > 0 && n < (1u << 20), "fixture header");
     float *x = malloc(n * sizeof(float));
-    size_t nb = n / 32 * QW_Q8_0_BYTES;
+    size_t nb = n / 32 * qw_type(QW_Q8_0)->bytes;
     uint8_t *want = malloc(nb), *got = malloc(nb);
     CHECK(fread(x, sizeof(float), n, f) == n && fread(want, 1, nb, f) == nb, "fixture body");
     fclose(f);
     qw_quantize_q8_0(got, x, n);
     int bad = 0;
     for (size_t b = 0; b < n / 32; b++)
-        if (memcmp(got + b * QW_Q8_0_BYTES, want + b * QW_Q8_0_BYTES, QW_Q8_0_BYTES) != 0 && bad++ < 5)
+        if (memcmp(got + b * qw_type(QW_Q8_0)->bytes, want + b * qw_type(QW_Q8_0)->bytes, qw_type(QW_Q8_0)->bytes) != 0 && bad++ < 5)
             fprintf(stderr, "  block %zu differs from gguf's Q8_0\n", b);
     CHECK(bad == 0, "qw_quantize_q8_0 == gguf reference on %u values (%d blocks differ)", n, bad);
     /* dequantized error: |x - d16 q| <= d / 2 + 127 |d - d16| (q rounds x / d, d16 is stored) */
@@ -52,7 +52,7 @@ static void check_fixture(void) {
     for (uint32_t i = 0; i < n; i += 32) {
         float amax = 0;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[i + j]));
-        double d = amax / 127.0f, d16 = qw_q8_0_scale(got + i / 32 * QW_Q8_0_BYTES);
+        double d = amax / 127.0f, d16 = qw_f16_at(got + i / 32 * qw_type(QW_Q8_0)->bytes);
         for (int j = 0; j < 32; j++)
             if (fabs((double)x[i + j] - y[i + j]) > d / 2 * 1.0001 + 127 * fabs(d - d16) + 1e-30) far++;
     }

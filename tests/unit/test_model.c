@@ -176,7 +176,35 @@ static int forward_tokens(qw_ctx *c, qw_pool *pool, int n, const int32_t *tok, c
     return forward(c, &b, pool, err);
 }
 
+/* The load log's description: the GGUF file type by llama.cpp's name, and
+ * the tensor types most frequent first (issue 14: a Q4_K_M file was logged
+ * as Q5_0, the type of its embedding). */
+static void test_describe(void) {
+    CHECK(!strcmp(model_gguf_file_type_name(15), "Q4_K_M"), "15");
+    CHECK(!strcmp(model_gguf_file_type_name(17), "Q5_K_M"), "17");
+    CHECK(!strcmp(model_gguf_file_type_name(7), "Q8_0"), "7");
+    CHECK(!strcmp(model_gguf_file_type_name(32), "BF16"), "32");
+    CHECK(!strcmp(model_gguf_file_type_name(0), "F32"), "0");
+    CHECK(model_gguf_file_type_name(5) == NULL && model_gguf_file_type_name(-1) == NULL &&
+              model_gguf_file_type_name(1000) == NULL, "undefined values have no name");
+    qw_model m;
+    memset(&m, 0, sizeof m);
+    m.format = "GGUF";
+    snprintf(m.file_type, sizeof m.file_type, "Q4_K_M");
+    m.n_by_dtype[QW_Q5_0] = 133;
+    m.n_by_dtype[QW_F32] = 121;
+    m.n_by_dtype[QW_Q8_0] = 13;
+    m.n_by_dtype[QW_Q4_K] = 12;
+    char buf[256];
+    model_describe(&m, buf, sizeof buf);
+    CHECK(!strcmp(buf, "GGUF Q4_K_M; tensors Q5_0 x 133, F32 x 121, Q8_0 x 13, Q4_K x 12"), "%s", buf);
+    char tiny[16];
+    model_describe(&m, tiny, sizeof tiny); /* cut, not overrun */
+    CHECK(strlen(tiny) == sizeof tiny - 1, "%s", tiny);
+}
+
 int main(void) {
+    test_describe();
     qw_err err = {{0}};
     kernels_init(&err);
     strcpy(dir, "/tmp/qwenc_model_XXXXXX");

@@ -305,8 +305,54 @@ static void test_parse_no_tokenizer(void) {
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"tools\":[{\"type\":\"function\"}]}", 400, "tools");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"tool_choice\":\"auto\"}", 400, "tool_choice");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"logit_bias\":{\"5\":1}}", 400, "logit_bias");
-    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"response_format\":{\"type\":\"json_object\"}}", 400,
-        "response_format");
+    /* constraints (api_grammar.c): bad shapes and refused schema keywords name the field */
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"response_format\":{\"type\":\"xml\"}}", 400,
+        "response_format.type");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"response_format\":\"json\"}", 400, "response_format");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"response_format\":{\"type\":\"json_schema\"}}", 400,
+        "response_format.json_schema");
+    bad(API_COMPLETION, &lim,
+        "{\"prompt\":[1],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+        "{\"type\":\"integer\",\"minimum\":1}}}}",
+        400, "response_format.json_schema.schema");
+    bad(API_COMPLETION, &lim,
+        "{\"prompt\":[1],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"strict\":1,"
+        "\"schema\":{}}}}",
+        400, "response_format.json_schema.strict");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"grammar\":\"root ::= x\"}", 400, "grammar");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"grammar\":5}", 400, "grammar");
+    bad(API_COMPLETION, &lim,
+        "{\"prompt\":[1],\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}}",
+        400, "grammar");
+    {
+        static const char *const good[] = {
+            "{\"prompt\":[1],\"response_format\":{\"type\":\"json_object\"}}",
+            "{\"prompt\":[1],\"grammar\":\"root ::= [a-z]+\"}",
+            "{\"prompt\":[1],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+            "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},"
+            "\"required\":[\"a\"],\"additionalProperties\":false}}}}",
+        };
+        for (int i = 0; i < 3; i++) {
+            api_req rq;
+            api_error er;
+            int rc = api_parse(API_COMPLETION, good[i], strlen(good[i]), &lim, &rq, &er);
+            CHECK(rc == 0 && rq.constraint != NULL, "%s: %s", good[i], rc ? er.message : "no grammar");
+            if (rc == 0) api_req_free(&rq);
+        }
+        const char *text = "{\"prompt\":[1],\"response_format\":{\"type\":\"text\"},\"grammar\":null}";
+        api_req rq;
+        api_error er;
+        int rc = api_parse(API_COMPLETION, text, strlen(text), &lim, &rq, &er);
+        CHECK(rc == 0 && rq.constraint == NULL, "text response_format: %s", rc ? er.message : "a grammar");
+        if (rc == 0) api_req_free(&rq);
+        /* the refusal names the keyword too, not only the field */
+        const char *kw = "{\"prompt\":[1],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                         "{\"schema\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
+                         "\"pattern\":\"(?=a)\"}}}}}}";
+        rc = api_parse(API_COMPLETION, kw, strlen(kw), &lim, &rq, &er);
+        CHECK(rc == -1 && strstr(er.message, "lookaround") && strstr(er.message, "/properties/s"),
+              "refused keyword message: %s", er.message);
+    }
     /* Prompt too long for the context (64). */
     char big[1024] = "{\"prompt\":[";
     for (int i = 0; i < 64; i++) strcat(big, i ? ",1" : "1");

@@ -1,11 +1,11 @@
-/* qdot_kquant_avx512vnni.c - the integer path's K-quant kernels (matmul_q
+/* kquant_avx512vnni.c - the integer path's K-quant kernels (matmul_q
  * of Q4_K, Q5_K, Q6_K with QA8 activations, kernels.h) with AVX512-VNNI's
  * vpdpbusd (unsigned weight quants x signed activation quants, 4 products
  * per int32), on 256-bit registers (AVX512VL): Zen 4 splits 512-bit
  * operations in two, and a sub-block is 32 bytes. Installed into the avx512
  * table only where cpu.c saw the AVX512-VNNI bit. The float steps are
- * qdot_kquant_ref.c's; shared unpacking, horizontal sums and tiling in
- * qdot_kquant_x86.h. Q4_K / Q5_K: the min term mn * s from the QA8 block
+ * kquant_ref.c's; shared unpacking, horizontal sums and tiling in
+ * kquant_x86.h. Q4_K / Q5_K: the min term mn * s from the QA8 block
  * sums. Q6_K: unsigned q (0..63); each sub-block's vpdpbusd starts from
  * -32 * qx (summed 4 at a time, once per token and super-block), so it
  * gives the sums of (q - 32) * qx that the packs in scaled_sums need.
@@ -14,7 +14,7 @@
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
-#include "kernels/qdot_kquant_x86.h"
+#include "kernels/qdot/kquant_x86.h"
 
 /* 32 unsigned x 32 signed bytes -> 8 int32 sums of 4 products, added to acc */
 INLINE __m256i dot4(__m256i acc, __m256i w, const int8_t *x) {
@@ -49,9 +49,20 @@ INLINE __m256 step_q6(__m256 acc, const row_q6 *r, const tok_q6 *t) {
     return _mm256_fmadd_ps(_mm256_mul_ps(r->d, t->x.dx), _mm256_cvtepi32_ps(isum), acc);
 }
 
-KQ_KERNEL(matmul_q_q4_k, tiles, row_q45, prep_row_q4, tok_q45, prep_tok_q45, step_q45, 144)
-KQ_KERNEL(matmul_q_q5_k, tiles, row_q45, prep_row_q5, tok_q45, prep_tok_q45, step_q45, 176)
-KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q6, 210)
+#include "kernels/qdot/kquant_x86_tiles.h"
+
+static void matmul_q_q4_k_tiles(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    kq_matmul_tiles(QW_Q4_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_k_tiles(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    kq_matmul_tiles(QW_Q5_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q6_k_tiles(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    kq_matmul_tiles(QW_Q6_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
 
 /* ---- prefill (n > TILE_TOKENS): super-blocks transposed ----
  * A super-block's 256 quants are 16 groups of 16 (group i: sub-block i % 8,
@@ -65,11 +76,11 @@ KQ_KERNEL(matmul_q_q6_k, tiles, row_q6, prep_row_q6, tok_q6, prep_tok_q6, step_q
  * float steps are the tiles' (the reference's), so the result is bitwise
  * theirs. One thread, n = 512, 1536 x 1536, CPU time (bench_qdot_kquant,
  * busy machine): Q4_K 127 -> 173 GOP/s, Q5_K 120 -> 164-171, Q6_K 105 ->
- * 194-209. The buffers live on the stack (about 200 KiB with KP_XT_CAP):
- * fine for the default 8 MiB thread stacks of glibc. */
+ * 194-209. The buffers (about 194 KiB) live in the thread's scratch
+ * (kernels_scratch), not on the stack. */
 #define KP_ROWS 4                 /* rows per pass over a token */
-#define KP_WT_CAP (64 * 1024)     /* bytes of transposed weights on the stack */
-#define KP_XT_CAP (128 * 1024)    /* bytes of transposed activations on the stack */
+#define KP_WT_CAP (64 * 1024)     /* bytes of transposed weights */
+#define KP_XT_CAP (128 * 1024)    /* bytes of transposed activations */
 #define KP_TOKENS 32              /* tokens per block at most */
 
 /* One transposed super-block of a weight row: quants, the int32 scale of
@@ -86,6 +97,15 @@ typedef struct {
     __m512i off;
 } kp_xsb;
 
+/* A block of transposed rows (with d, dmin) and of tokens, in the
+ * thread's scratch. */
+typedef struct {
+    kp_wsb wt[KP_WT_CAP / sizeof(kp_wsb)];
+    kp_xsb xt[KP_XT_CAP / sizeof(kp_xsb)];
+    float wd[KP_WT_CAP / sizeof(kp_wsb)], wdm[KP_WT_CAP / sizeof(kp_wsb)];
+} kp_scratch;
+_Static_assert(sizeof(kp_scratch) <= QW_SCRATCH_BYTES, "kquant_avx512vnni prefill scratch");
+
 /* z[m] = sub-blocks 2m and 2m + 1 (32 bytes each) -> t[c], lane i = dword
  * c of group i. */
 INLINE void transpose_sb(__m512i t[4], const __m512i z[4]) {
@@ -100,7 +120,7 @@ INLINE void transpose_sb(__m512i t[4], const __m512i z[4]) {
 
 INLINE __m512i pair512(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 
-/* Weight super-block at b (BYTES 144 / 176: Q4_K / Q5_K, 210: Q6_K). */
+/* Weight super-block at b (Q4_K, Q5_K with five set, or Q6_K with Q6 set). */
 INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b, int five) {
     __m256i w[8];
     if (Q6) {
@@ -111,7 +131,7 @@ INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b
         const __m128i s = _mm_loadu_si128((const __m128i *)(b + 192));
         o->sc = _mm512_cvtepi8_epi32(
             _mm_shuffle_epi8(s, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
-        *d = f16_at(b + 208);
+        *d = qw_f16_at_f16c(b + 208);
         *dmin = 0.0f;
     } else {
         row_q45 r;
@@ -124,8 +144,8 @@ INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b
         memcpy(&u2, b + 12, 4);
         uint64_t scv = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
         o->sc = pair512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)scv)), r.mn);
-        *d = f16_at(b);
-        *dmin = f16_at(b + 2);
+        *d = qw_f16_at_f16c(b);
+        *dmin = qw_f16_at_f16c(b + 2);
     }
     __m512i z[4];
     UNROLL for (int m = 0; m < 4; m++) z[m] = pair512(w[2 * m], w[2 * m + 1]);
@@ -182,17 +202,18 @@ INLINE void kp_token_rows(int Q6, int R, float *Y, const kp_xsb *xt, const uint8
     UNROLL for (int r = 0; r < R; r++) Y[r] = lanes_sum(acc[r]);
 }
 
-/* 0 when a row or a token does not fit the stack buffers (the caller then
+/* 0 when a row or a token does not fit the scratch buffers (the caller then
  * uses the tiles). */
 INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                      const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
-    const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * bytes;
+    const int64_t nsb = k / qw_type(QW_Q4_K)->block, rb = nsb * bytes; /* K-quants: 256 per super-block */
     const int64_t row_t = nsb * (int64_t)sizeof(kp_wsb), tok_t = nsb * (int64_t)sizeof(kp_xsb);
     if (row_t * KP_ROWS > KP_WT_CAP || tok_t > KP_XT_CAP) return 0;
     int64_t tb = KP_XT_CAP / tok_t < KP_TOKENS ? KP_XT_CAP / tok_t : KP_TOKENS;
-    kp_wsb wt[KP_WT_CAP / sizeof(kp_wsb)];
-    kp_xsb xt[KP_XT_CAP / sizeof(kp_xsb)];
-    float wd[KP_WT_CAP / sizeof(kp_wsb)], wdm[KP_WT_CAP / sizeof(kp_wsb)];
+    kp_scratch *sc = kernels_scratch();
+    kp_wsb *wt = sc->wt;
+    kp_xsb *xt = sc->xt;
+    float *wd = sc->wd, *wdm = sc->wdm;
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
         const int64_t t1 = t0 + tb < n ? t0 + tb : n;
         for (int64_t t = t0; t < t1; t++)
@@ -219,26 +240,31 @@ INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const u
     return 1;
 }
 
-#define KP_ENTRY(NAME, Q6, FIVE, BYTES)                                                                             \
-    static void NAME##_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, \
-                                  int64_t k, int64_t o0, int64_t o1) {                                            \
-        if (n > TILE_TOKENS && o1 > o0 && kp_matmul(Q6, FIVE, BYTES, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;  \
-        NAME##_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                           \
-    }
-KP_ENTRY(matmul_q_q4_k, 0, 0, 144)
-KP_ENTRY(matmul_q_q5_k, 0, 1, 176)
-KP_ENTRY(matmul_q_q6_k, 1, 0, 210)
-
-int kernels_fill_qdot_kquant_avx512vnni(qw_kernels *k) {
-    k->matmul_q[QW_Q4_K] = matmul_q_q4_k_avx512vnni;
-    k->matmul_q[QW_Q5_K] = matmul_q_q5_k_avx512vnni;
-    k->matmul_q[QW_Q6_K] = matmul_q_q6_k_avx512vnni;
-    return 1;
+/* The table's entries: prefill (n > TILE_TOKENS) on transposed super-blocks
+ * where a row and a token fit the scratch, else the tiles. */
+static void matmul_q_q4_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                     int64_t k, int64_t o0, int64_t o1) {
+    if (n > TILE_TOKENS && o1 > o0 && kp_matmul(0, 0, qw_type(QW_Q4_K)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;
+    matmul_q_q4_k_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                     int64_t k, int64_t o0, int64_t o1) {
+    if (n > TILE_TOKENS && o1 > o0 && kp_matmul(0, 1, qw_type(QW_Q5_K)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;
+    matmul_q_q5_k_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                     int64_t k, int64_t o0, int64_t o1) {
+    if (n > TILE_TOKENS && o1 > o0 && kp_matmul(1, 0, qw_type(QW_Q6_K)->bytes, Y, ldy, XQ, ldxq, n, W, k, o0, o1)) return;
+    matmul_q_q6_k_tiles(Y, ldy, XQ, ldxq, n, W, k, o0, o1);
 }
 
-#else
-int kernels_fill_qdot_kquant_avx512vnni(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+const qw_kernels kernels_kquant_avx512vnni = {
+    .matmul_q =
+        {
+            [QW_Q4_K] = matmul_q_q4_k_avx512vnni,
+            [QW_Q5_K] = matmul_q_q5_k_avx512vnni,
+            [QW_Q6_K] = matmul_q_q6_k_avx512vnni,
+        },
+};
+
 #endif

@@ -14,19 +14,9 @@
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
-enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
-
-static inline int blk_bytes(int T) {
-    return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24;
-}
-static inline int blk_off(int T) { return T == T_Q4_0 ? 8 : T == T_Q5_0 ? 16 : 0; }
-static inline int has_min(int T) { return T == T_Q4_1 || T == T_Q5_1; }
-
-static inline float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return qw_f16_to_f32(h);
-}
+static inline int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
+static inline int blk_off(int T) { return qw_type((qw_dtype)T)->zero; }
+static inline int has_min(int T) { return qw_type((qw_dtype)T)->m_off >= 0; }
 
 /* 16 bytes whose byte j is 16 where bit j of the 16-bit field h is set. */
 static inline uint8x16_t high16(uint32_t h) {
@@ -38,17 +28,17 @@ static inline uint8x16_t high16(uint32_t h) {
 
 /* One block's 32 weights as int8 (lo: weights 0..15, hi: 16..31). */
 static inline void unpack(int T, const uint8_t *w, int8x16_t *lo, int8x16_t *hi) {
-    if (T == T_Q8_0) {
+    if (T == QW_Q8_0) {
         *lo = vld1q_s8((const int8_t *)(w + 2));
-        *hi = vld1q_s8((const int8_t *)(w + 18));
+        *hi = vld1q_s8((const int8_t *)(w + 2 + 16));
         return;
     }
-    const int o = T == T_Q4_0 ? 2 : T == T_Q4_1 ? 4 : T == T_Q5_0 ? 6 : 8;
+    const int o = qw_type((qw_dtype)T)->qs_off;
     uint8x16_t q = vld1q_u8(w + o);
     uint8x16_t l = vandq_u8(q, vdupq_n_u8(15)), h = vshrq_n_u8(q, 4);
-    if (T == T_Q5_0 || T == T_Q5_1) {
+    if (T == QW_Q5_0 || T == QW_Q5_1) {
         uint32_t qh;
-        memcpy(&qh, w + (T == T_Q5_0 ? 2 : 4), 4);
+        memcpy(&qh, w + qw_type((qw_dtype)T)->qh_off, 4);
         l = vorrq_u8(l, high16(qh & 0xffff));
         h = vorrq_u8(h, high16(qh >> 16));
     }
@@ -91,8 +81,8 @@ static inline void matmul_q_neon(int T, float *Y, int64_t ldy, const void *XQ, i
                     memcpy(&dx[j], dxa + b0 + j, 4);
                     memcpy(&s[j], sa + b0 + j, 4);
                     is[j] = dot32(lo, hi, qx + 32 * (b0 + j)) - blk_off(T) * s[j];
-                    d[j] = f16_at(wb);
-                    if (has_min(T)) m[j] = f16_at(wb + 2);
+                    d[j] = qw_f16_at(wb);
+                    if (has_min(T)) m[j] = qw_f16_at(wb + 2);
                 }
                 float32x4_t dx0 = vld1q_f32(dx), dx1 = vld1q_f32(dx + 4);
                 acc0 = vfmaq_f32(acc0, vmulq_f32(vld1q_f32(d), dx0), vcvtq_f32_s32(vld1q_s32(is)));
@@ -110,31 +100,37 @@ static inline void matmul_q_neon(int T, float *Y, int64_t ldy, const void *XQ, i
     }
 }
 
-#define KERNEL(SUF, T)                                                                                       \
-    static void matmul_q_##SUF##_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,       \
-                                      const void *W, int64_t k, int64_t o0, int64_t o1) {                    \
-        matmul_q_neon(T, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                 \
-    }
-KERNEL(q8_0, T_Q8_0)
-KERNEL(q4_0, T_Q4_0)
-KERNEL(q4_1, T_Q4_1)
-KERNEL(q5_0, T_Q5_0)
-KERNEL(q5_1, T_Q5_1)
-
-int kernels_fill_qdot_neon(qw_kernels *k) {
-    k->matmul_q[QW_Q8_0] = matmul_q_q8_0_neon;
-    k->matmul_q[QW_Q4_0] = matmul_q_q4_0_neon;
-    k->matmul_q[QW_Q4_1] = matmul_q_q4_1_neon;
-    k->matmul_q[QW_Q5_0] = matmul_q_q5_0_neon;
-    k->matmul_q[QW_Q5_1] = matmul_q_q5_1_neon;
-    return 1;
+/* The table's entries: the loop above, one type each. */
+static void matmul_q_q8_0_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q8_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_0_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q4_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_1_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q4_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_0_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q5_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_1_neon(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_neon(QW_Q5_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
 }
 
-#else
-
-int kernels_fill_qdot_neon(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+const qw_kernels kernels_qdot_neon = {
+    .matmul_q =
+        {
+            [QW_Q8_0] = matmul_q_q8_0_neon,
+            [QW_Q4_0] = matmul_q_q4_0_neon,
+            [QW_Q4_1] = matmul_q_q4_1_neon,
+            [QW_Q5_0] = matmul_q_q5_0_neon,
+            [QW_Q5_1] = matmul_q_q5_1_neon,
+        },
+};
 
 #endif

@@ -1,7 +1,7 @@
-/* qdot_kquant_ref.c - the integer path's plain-C reference for the K-quants
+/* kquant_ref.c - the integer path's plain-C reference for the K-quants
  * Q4_K, Q5_K, Q6_K: matmul_q of weight rows with QA8 activation rows
  * (kernels.h, "the integer path"). This file DEFINES the float steps; the
- * SIMD levels (qdot_kquant_avx2.c, qdot_kquant_avx512vnni.c) reproduce them
+ * SIMD levels (kquant_avx2.c, kquant_avx512vnni.c, beside it) reproduce them
  * bit for bit, and tests/kernels/test_qdot_kquant.c checks that they do.
  *
  * A super-block B of 256 weights holds 8 sub-blocks of 32; sub-block j is
@@ -31,12 +31,6 @@
 
 #include "kernels/kernels_impl.h"
 
-static inline float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return qw_f16_to_f32(h);
-}
-
 /* One QA8 activation row (kernels.h): quants, then k/32 float scales, then
  * k/32 int32 sums; read with memcpy (the reference assumes no alignment). */
 typedef struct {
@@ -60,16 +54,11 @@ static inline int32_t qa8_s(qa8_row x, int64_t b) {
     return v;
 }
 
-/* The fixed final tree over the 8 lanes (kernels.h). */
-static inline float lanes_sum(const float a[8]) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
 /* Q4_K / Q5_K sub-block j of super-block blk (first QA8 block b0 = 8B):
  * sub-block j is nibble j % 2 of qs[32 (j / 2) + l]; Q5_K's bit 4 of weight
  * l is bit j of qh[l]. */
 static void superblock_q45_k(float acc[8], const uint8_t *blk, qa8_row x, int64_t b0, int five) {
-    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    const float d = qw_f16_at(blk), dmin = qw_f16_at(blk + 2);
     const uint8_t *qh = blk + 16, *qs = blk + (five ? 48 : 16);
     for (int j = 0; j < 8; j++) {
         int sc, mn;
@@ -101,7 +90,7 @@ static void superblock_q5_k(float acc[8], const uint8_t *blk, qa8_row x, int64_t
 static void superblock_q6_k(float acc[8], const uint8_t *blk, qa8_row x, int64_t b0) {
     const uint8_t *ql = blk, *qh = blk + 128;
     const int8_t *sc = (const int8_t *)(blk + 192);
-    const float d = f16_at(blk + 208);
+    const float d = qw_f16_at(blk + 208);
     for (int j = 0; j < 8; j++) {
         const int8_t *qx = x.q + 32 * (b0 + j);
         int32_t half[2] = {0, 0};
@@ -119,34 +108,38 @@ static void superblock_q6_k(float acc[8], const uint8_t *blk, qa8_row x, int64_t
 typedef void (*superblock_fn)(float acc[8], const uint8_t *blk, qa8_row x, int64_t b0);
 
 static void matmul_q_kquant(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
-                            int64_t k, int64_t o0, int64_t o1, superblock_fn sb, int bytes) {
-    const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * bytes;
+                            int64_t k, int64_t o0, int64_t o1, superblock_fn sb, qw_dtype dt) {
+    const int bytes = qw_type(dt)->bytes;
+    const int64_t nsb = k / qw_type(QW_Q4_K)->block, rb = nsb * bytes;
     for (int64_t t = 0; t < n; t++) {
         const qa8_row x = qa8_at(XQ, ldxq, t, k);
         for (int64_t o = o0; o < o1; o++) {
             const uint8_t *w = (const uint8_t *)W + o * rb;
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int64_t B = 0; B < nsb; B++) sb(acc, w + B * bytes, x, 8 * B);
-            Y[t * ldy + o] = lanes_sum(acc);
+            Y[t * ldy + o] = qw_qdot_tree(acc);
         }
     }
 }
 
 static void matmul_q_q4_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                               int64_t k, int64_t o0, int64_t o1) {
-    matmul_q_kquant(Y, ldy, XQ, ldxq, n, W, k, o0, o1, superblock_q4_k, 144);
+    matmul_q_kquant(Y, ldy, XQ, ldxq, n, W, k, o0, o1, superblock_q4_k, QW_Q4_K);
 }
 static void matmul_q_q5_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                               int64_t k, int64_t o0, int64_t o1) {
-    matmul_q_kquant(Y, ldy, XQ, ldxq, n, W, k, o0, o1, superblock_q5_k, 176);
+    matmul_q_kquant(Y, ldy, XQ, ldxq, n, W, k, o0, o1, superblock_q5_k, QW_Q5_K);
 }
 static void matmul_q_q6_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                               int64_t k, int64_t o0, int64_t o1) {
-    matmul_q_kquant(Y, ldy, XQ, ldxq, n, W, k, o0, o1, superblock_q6_k, 210);
+    matmul_q_kquant(Y, ldy, XQ, ldxq, n, W, k, o0, o1, superblock_q6_k, QW_Q6_K);
 }
 
-void kernels_fill_qdot_kquant_ref(qw_kernels *k) {
-    k->matmul_q[QW_Q4_K] = matmul_q_q4_k_ref;
-    k->matmul_q[QW_Q5_K] = matmul_q_q5_k_ref;
-    k->matmul_q[QW_Q6_K] = matmul_q_q6_k_ref;
-}
+const qw_kernels kernels_kquant_ref = {
+    .matmul_q =
+        {
+            [QW_Q4_K] = matmul_q_q4_k_ref,
+            [QW_Q5_K] = matmul_q_q5_k_ref,
+            [QW_Q6_K] = matmul_q_q6_k_ref,
+        },
+};

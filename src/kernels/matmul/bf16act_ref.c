@@ -1,4 +1,4 @@
-/* bf16dot_ref.c - the reference of the bf16-activation path (kernels.h:
+/* bf16act_ref.c - the reference of the bf16-activation path (kernels.h:
  * to_bf16, matmul_bf16act): plain C that spells out, step by step, what
  * vcvtneps2bf16 and vdpbf16ps do (Intel SDM: round to nearest even, DAZ on
  * the inputs, FTZ on the results, the odd element of a pair added first).
@@ -61,3 +61,7 @@ void kernels_matmul_bf16act_bf16_ref(float *Y, int64_t ldy, const uint16_t *XB, 
     for (int64_t t = 0; t < n; t++)
         for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = dot_bf16(XB + t * ldxb, w + o * k, k);
 }
+
+/* to_bf16 on every level; matmul_bf16act only where a level has a native
+ * bf16 dot product (the reference above is the checker's, not a table's). */
+const qw_kernels kernels_bf16act_ref = {.to_bf16 = kernels_to_bf16_ref};

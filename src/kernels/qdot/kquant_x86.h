@@ -1,10 +1,10 @@
-/* qdot_kquant_x86.h - private to qdot_kquant_avx2.c and
- * qdot_kquant_avx512vnni.c: what their K-quant integer kernels share
+/* kquant_x86.h - private to kquant_avx2.c and
+ * kquant_avx512vnni.c: what their K-quant integer kernels share
  * (weight unpacking, the horizontal integer sums, the activation view, the
  * tiling). Each file includes it once, compiled with its own ISA flags, and
  * adds its own integer dot products (vpmaddubsw + vpmaddwd, or vpdpbusd).
  *
- * The float steps are qdot_kquant_ref.c's, in 8 lanes, lane j = sub-block
+ * The float steps are kquant_ref.c's, in 8 lanes, lane j = sub-block
  * j; integer sums are exact whatever their order, so they are reduced in
  * any convenient order, and only the float part follows the reference.
  * Tiling: 4 rows x 8 tokens per tile (then 4, 2, 1 for the rest), each
@@ -31,12 +31,6 @@
 #define UNROLL _Pragma("GCC unroll 8")
 
 enum { TILE_ROWS = 4, TILE_TOKENS = 8, TOKEN_BLOCK = 32 };
-
-INLINE float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
 
 /* The reference's final tree: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
 INLINE float lanes_sum(__m256 a) {
@@ -112,8 +106,8 @@ INLINE void scales_q45(const uint8_t *s, row_q45 *r) {
  * weight l of sub-block j is bit j of qh[l]. */
 INLINE void prep_row_q45(row_q45 *r, const uint8_t *b, int five) {
     const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
-    r->d = _mm256_set1_ps(f16_at(b));
-    r->dmin = _mm256_set1_ps(f16_at(b + 2));
+    r->d = _mm256_set1_ps(qw_f16_at_f16c(b));
+    r->dmin = _mm256_set1_ps(qw_f16_at_f16c(b + 2));
     scales_q45(b + 4, r);
     const uint8_t *qs = b + (five ? 48 : 16);
     UNROLL for (int c = 0; c < 4; c++) {
@@ -158,7 +152,7 @@ INLINE void prep_row_q6(row_q6 *r, const uint8_t *b) {
     r->sa = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s, _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 1, 1, 3, 3, 5, 5, 7, 7)));
     r->sb = _mm256_cvtepi8_epi16(
         _mm_shuffle_epi8(s, _mm_setr_epi8(8, 8, 10, 10, 12, 12, 14, 14, 9, 9, 11, 11, 13, 13, 15, 15)));
-    r->d = _mm256_set1_ps(f16_at(b + 208));
+    r->d = _mm256_set1_ps(qw_f16_at_f16c(b + 208));
 }
 
 /* Weights stream once per tile: prefetch the same super-block of the rows
@@ -168,56 +162,5 @@ INLINE void prep_row_q6(row_q6 *r, const uint8_t *b) {
 INLINE void prefetch_ahead(const uint8_t *p, int bytes) {
     UNROLL for (int i = 0; i < bytes; i += 64) _mm_prefetch((const char *)p + i, _MM_HINT_T0);
 }
-
-INLINE void prep_row_q4(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 0); }
-INLINE void prep_row_q5(row_q45 *r, const uint8_t *b) { prep_row_q45(r, b, 1); }
-
-/* ---- tiles and the row / token loops ----
- * KQ_KERNEL(name, isa, row type, row prep, token type, token prep, step,
- * bytes): an R-row x T-token tile over the whole row (R, T constants after
- * inlining), and name_isa, the matmul_q entry. */
-#define KQ_KERNEL(NAME, ISA, ROW_T, PREP_ROW, TOK_T, PREP_TOK, STEP, BYTES)                                            \
-    INLINE void NAME##_tile(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,       \
-                            int64_t o, int64_t t, const int R, const int T) {                                          \
-        const int64_t nsb = k / QW_QK_BLOCK, rb = nsb * (BYTES);                                                       \
-        __m256 acc[TILE_ROWS][TILE_TOKENS];                                                                            \
-        UNROLL for (int r = 0; r < R; r++)                                                                             \
-            UNROLL for (int u = 0; u < T; u++) acc[r][u] = _mm256_setzero_ps();                                        \
-        for (int64_t B = 0; B < nsb; B++) {                                                                            \
-            TOK_T tk[TILE_TOKENS];                                                                                     \
-            UNROLL for (int u = 0; u < T; u++) PREP_TOK(&tk[u], XQ + (t + u) * ldxq, k, B);                            \
-            /* one row's unpacked weights live at a time: no spills */                                                 \
-            UNROLL for (int r = 0; r < R; r++) {                                                                       \
-                const uint8_t *wb = W + (o + r) * rb + B * (BYTES);                                                    \
-                ROW_T rw;                                                                                              \
-                prefetch_ahead(wb + 2 * R * rb, BYTES);                                                                \
-                PREP_ROW(&rw, wb);                                                                                     \
-                UNROLL for (int u = 0; u < T; u++) acc[r][u] = STEP(acc[r][u], &rw, &tk[u]);                           \
-            }                                                                                                          \
-        }                                                                                                              \
-        UNROLL for (int r = 0; r < R; r++)                                                                             \
-            UNROLL for (int u = 0; u < T; u++) Y[(t + u) * ldy + o + r] = lanes_sum(acc[r][u]);                        \
-    }                                                                                                                  \
-    INLINE void NAME##_rows(float *Y, int64_t ldy, const uint8_t *XQ, int64_t ldxq, const uint8_t *W, int64_t k,       \
-                            int64_t o, int64_t t0, int64_t t1, const int R) {                                          \
-        int64_t t = t0;                                                                                                \
-        for (; t + TILE_TOKENS <= t1; t += TILE_TOKENS) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, TILE_TOKENS);     \
-        /* the rest as 4 + 2 + 1: few tile shapes, each token's result the same in any */                              \
-        if (t1 - t >= 4) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 4), t += 4;                                      \
-        if (t1 - t >= 2) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 2), t += 2;                                      \
-        if (t1 - t >= 1) NAME##_tile(Y, ldy, XQ, ldxq, W, k, o, t, R, 1);                                              \
-    }                                                                                                                  \
-    static void NAME##_##ISA(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,            \
-                            int64_t k, int64_t o0, int64_t o1) {                                                       \
-        for (int64_t t0 = 0; t0 < n; t0 += TOKEN_BLOCK) {                                                              \
-            const int64_t t1 = t0 + TOKEN_BLOCK < n ? t0 + TOKEN_BLOCK : n;                                            \
-            int64_t o = o0;                                                                                            \
-            /* decode (n <= 8): one row at a time, the weights stream as one sequential run */                         \
-            if (n > TILE_TOKENS)                                                                                       \
-                for (; o + TILE_ROWS <= o1; o += TILE_ROWS)                                                            \
-                    NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, TILE_ROWS);                                         \
-            for (; o < o1; o++) NAME##_rows(Y, ldy, XQ, ldxq, W, k, o, t0, t1, 1);                                     \
-        }                                                                                                              \
-    }
 
 #endif

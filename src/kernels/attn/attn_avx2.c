@@ -217,16 +217,6 @@ static void attn_avx2(float *out, const float *q, int64_t nq, int64_t hd, const 
     }
 }
 
-int kernels_fill_attn_avx2(qw_kernels *k) {
-    k->attn = attn_avx2;
-    return 1;
-}
-
-#else
-
-int kernels_fill_attn_avx2(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+const qw_kernels kernels_attn_avx2 = {.attn = attn_avx2};
 
 #endif

@@ -156,16 +156,6 @@ static void attn_neon(float *out, const float *q, int64_t nq, int64_t hd, const 
     }
 }
 
-int kernels_fill_attn_neon(qw_kernels *k) {
-    k->attn = attn_neon;
-    return 1;
-}
-
-#else
-
-int kernels_fill_attn_neon(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+const qw_kernels kernels_attn_neon = {.attn = attn_neon};
 
 #endif

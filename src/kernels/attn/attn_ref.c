@@ -40,4 +40,4 @@ static void attn_ref(float *out, const float *q, int64_t nq, int64_t hd, const q
     }
 }
 
-void kernels_fill_attn_ref(qw_kernels *k) { k->attn = attn_ref; }
+const qw_kernels kernels_attn_ref = {.attn = attn_ref};

@@ -1,8 +1,9 @@
-/* kernels_avx2.c - AVX2 + FMA + F16C kernels (x86-64).
+/* matmul_avx2.c - the float-activation matmul, to_f32 and quantize_q8_0
+ * with AVX2 + FMA + F16C (x86-64); the reference is matmul_ref.c.
  *
  * Compiled with -mavx2 -mfma -mf16c (Makefile rule for *_avx2.c) and only
  * ever called after cpu.c confirmed the CPU and the OS (XCR0) support them.
- * The body is under __x86_64__ so the file compiles to a stub elsewhere.
+ * The body is under __x86_64__ so the file compiles to nothing elsewhere.
  *
  * Matmul: weights are converted to float32 (bf16: zero-extend and shift
  * left 16; f16: vcvtph2ps; GGML's block types: see their sections) and
@@ -24,16 +25,12 @@
  *    tools/bench_matmul.sh: 58 -> 82 GFLOP/s on one Zen 3 core, 896 x 896).
  * Horizontal sums of 4 accumulators are done together (hadd); the k % 8
  * tail is scalar FMA, with memcpy loads (weights may be misaligned).
- *
- * exp: the shared polynomial expf of simd_exp.h (<= 1.25 ulp on [-87, 88]).
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
-
-#include "kernels/simd_exp.h"
 
 #define INLINE static inline __attribute__((always_inline))
 /* Fully unroll the tile loops over rows and tokens so the accumulator arrays
@@ -49,12 +46,16 @@ INLINE __m256 ld8_bf16(const uint16_t *p) {
 INLINE __m256 ld8_f16(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
-
-INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+/* Element i of a row of 16/32-bit weights at w, by type DT (F32, F16,
+ * BF16: a constant in every specialised caller, so these fold). */
+INLINE int64_t esize(int DT) { return qw_type((qw_dtype)DT)->bytes; }
+INLINE __m256 ld8(int DT, const char *w, int64_t i) {
+    const char *p = w + i * esize(DT);
+    return DT == QW_F32 ? ld8_f32((const float *)p) : DT == QW_F16 ? ld8_f16((const uint16_t *)p) : ld8_bf16((const uint16_t *)p);
+}
+INLINE float ld1(int DT, const char *w, int64_t i) {
+    const char *p = w + i * esize(DT);
+    return DT == QW_F32 ? ld1_f32((const float *)p) : DT == QW_F16 ? ld1_f16((const uint16_t *)p) : ld1_bf16((const uint16_t *)p);
 }
 
 /* {sum(a), sum(b), sum(c), sum(d)} */
@@ -85,91 +86,95 @@ INLINE float fma1(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
-/* TILE(SUF, WT, LD8, LD1): tile_SUF(R rows (1 or 4) x T tokens (1..3)) over
- * the k block [c0, c0 + len): w and X point at column c0 of row 0 / token 0
- * (weight row stride ws), Y at (token 0, row 0). pf: 0 no
- * software prefetch, 1 prefetch PF_DIST ahead in each row, 2 prefetch the
- * next R-row block in step with this one (short rows). */
-#define TILE(SUF, WT, LD8, LD1)                                                                  \
-    INLINE void tile_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,      \
-                           int64_t ws, int64_t c0, int64_t len, const int R, const int T,        \
-                           const int pf) {                                                       \
-        __m256 acc[4][3];                                                                        \
-        UNROLL for (int r = 0; r < R; r++)                                                       \
-            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();                  \
-        int64_t i = 0;                                                                           \
-        for (; i + 8 <= len; i += 8) {                                                           \
-            if (pf == 1 && (i & 15) == 0) {                                                      \
-                UNROLL for (int r = 0; r < R; r++)                                               \
-                    _mm_prefetch((const char *)(w + r * ws + i) + PF_DIST, _MM_HINT_T0);         \
-            } else if (pf == 2 && (i & 15) == 0) {                                               \
-                const char *nx = (const char *)(w + R * ws + (R - 1) * c0 + R * i);              \
-                _mm_prefetch(nx, _MM_HINT_T0);                                                   \
-                _mm_prefetch(nx + 64, _MM_HINT_T0);                                              \
-            }                                                                                    \
-            __m256 xv[3];                                                                        \
-            UNROLL for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(X + t * ldx + i);         \
-            UNROLL for (int r = 0; r < R; r++) {                                                 \
-                __m256 wv = LD8(w + r * ws + i);                                                 \
-                UNROLL for (int t = 0; t < T; t++)                                               \
-                    acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);                           \
-            }                                                                                    \
-        }                                                                                        \
-        UNROLL for (int t = 0; t < T; t++) {                                                     \
-            float out[4];                                                                        \
-            if (R == 4)                                                                          \
-                _mm_storeu_ps(out, hsum4x8(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));         \
-            else                                                                                 \
-                out[0] = _mm_cvtss_f32(hsum4x8(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));     \
-            UNROLL for (int r = 0; r < R; r++) {                                                 \
-                for (int64_t j = i; j < len; j++)                                                \
-                    out[r] = fma1(X[t * ldx + j], LD1(w + r * ws + j), out[r]);                  \
-                Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];                      \
-            }                                                                                    \
-        }                                                                                        \
-    }                                                                                            \
-    static void tile4_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
-                            int64_t ws, int64_t c0, int64_t len, int T, int pf) {                \
-        switch (T * 4 + pf) { /* pf a constant in each instance: no branch in the loop */        \
-        case 12: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 0); break;                     \
-        case 13: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 1); break;                     \
-        case 14: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 3, 2); break;                     \
-        case 8: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 0); break;                      \
-        case 9: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 1); break;                      \
-        case 10: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 2, 2); break;                      \
-        case 4: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 0); break;                      \
-        case 5: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 1); break;                      \
-        default: tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 4, 1, 2); break;                     \
-        }                                                                                        \
-    }                                                                                            \
-    static void tile1_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, const WT *w,     \
-                            int64_t ws, int64_t c0, int64_t len, int T) {                        \
-        if (T == 3) tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 3, 0);                         \
-        else if (T == 2) tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 2, 0);                    \
-        else tile_##SUF(Y, ldy, X, ldx, w, ws, c0, len, 1, 1, 0);                                \
-    }                                                                                            \
-    /* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len); w at column c0 of row o. */   \
-    static void rows_##SUF(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0,       \
-                           int64_t t1, const WT *w, int64_t ws, int64_t o, int64_t c0,           \
-                           int64_t len, int R, int pf) {                                         \
-        /* 3 tokens: 12 accumulators + 3 activations + 1 weight vector = 16 ymm */              \
-        const int tmax = 3;                                                                      \
-        for (int64_t t = t0; t < t1; t += tmax) {                                                \
-            int T = t1 - t < tmax ? (int)(t1 - t) : tmax;                                        \
-            const float *x = X + t * ldx + c0;                                                   \
-            /* Y is read back after the tile's k loop when c0 > 0: ask for its lines \
-             * now, so the epilogue does not wait on L3 (large k: Y left L2). */                 \
-            if (c0 > 0)                                                                          \
-                for (int u = 0; u < T; u++) _mm_prefetch((const char *)(Y + (t + u) * ldy + o), _MM_HINT_T0); \
-            if (R == 4) tile4_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T,             \
-                                    t == t0 ? pf : 0);                                           \
-            else tile1_##SUF(Y + t * ldy + o, ldy, x, ldx, w, ws, c0, len, T);                   \
-        }                                                                                        \
+/* R rows (1 or 4) x T tokens (1..3) of weight type DT over the k block
+ * [c0, c0 + len): w and X point at column c0 of row 0 / token 0 (weight
+ * row stride ws elements), Y at (token 0, row 0). pf: 0 no software
+ * prefetch, 1 prefetch PF_DIST ahead in each row, 2 prefetch the next
+ * R-row block in step with this one (short rows). */
+INLINE void tile(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, const char *w, int64_t ws, int64_t c0,
+                 int64_t len, const int R, const int T, const int pf) {
+    __m256 acc[4][3];
+    UNROLL for (int r = 0; r < R; r++)
+        UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        if (pf == 1 && (i & 15) == 0) {
+            UNROLL for (int r = 0; r < R; r++) _mm_prefetch(w + (r * ws + i) * esize(DT) + PF_DIST, _MM_HINT_T0);
+        } else if (pf == 2 && (i & 15) == 0) {
+            const char *nx = w + (R * ws + (R - 1) * c0 + R * i) * esize(DT);
+            _mm_prefetch(nx, _MM_HINT_T0);
+            _mm_prefetch(nx + 64, _MM_HINT_T0);
+        }
+        __m256 xv[3];
+        UNROLL for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(X + t * ldx + i);
+        UNROLL for (int r = 0; r < R; r++) {
+            __m256 wv = ld8(DT, w, r * ws + i);
+            UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
     }
+    UNROLL for (int t = 0; t < T; t++) {
+        float out[4];
+        if (R == 4)
+            _mm_storeu_ps(out, hsum4x8(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        else
+            out[0] = _mm_cvtss_f32(hsum4x8(acc[0][t], acc[0][t], acc[0][t], acc[0][t]));
+        UNROLL for (int r = 0; r < R; r++) {
+            for (int64_t j = i; j < len; j++) out[r] = fma1(X[t * ldx + j], ld1(DT, w, r * ws + j), out[r]);
+            Y[t * ldy + r] = c0 > 0 ? Y[t * ldy + r] + out[r] : out[r];
+        }
+    }
+}
 
-TILE(f32, float, ld8_f32, ld1_f32)
-TILE(f16, uint16_t, ld8_f16, ld1_f16)
-TILE(bf16, uint16_t, ld8_bf16, ld1_bf16)
+/* Rows [o, o + R) x tokens [t0, t1) x k block [c0, c0 + len) of type DT;
+ * w at column c0 of row o. The T and pf of each tile are constants in
+ * its case (no branch in the k loop). */
+INLINE void rows(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                 int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    /* 3 tokens: 12 accumulators + 3 activations + 1 weight vector = 16 ymm */
+    const int tmax = 3;
+    for (int64_t t = t0; t < t1; t += tmax) {
+        int T = t1 - t < tmax ? (int)(t1 - t) : tmax;
+        const float *x = X + t * ldx + c0;
+        float *y = Y + t * ldy + o;
+        /* Y is read back after the tile's k loop when c0 > 0: ask for its lines
+         * now, so the epilogue does not wait on L3 (large k: Y left L2). */
+        if (c0 > 0)
+            for (int u = 0; u < T; u++) _mm_prefetch((const char *)(Y + (t + u) * ldy + o), _MM_HINT_T0);
+        if (R == 4) {
+            switch (T * 4 + (t == t0 ? pf : 0)) {
+            case 12: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 3, 0); break;
+            case 13: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 3, 1); break;
+            case 14: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 3, 2); break;
+            case 8: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 2, 0); break;
+            case 9: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 2, 1); break;
+            case 10: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 2, 2); break;
+            case 4: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 1, 0); break;
+            case 5: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 1, 1); break;
+            default: tile(DT, y, ldy, x, ldx, w, ws, c0, len, 4, 1, 2); break;
+            }
+        } else if (T == 3) {
+            tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 3, 0);
+        } else if (T == 2) {
+            tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 2, 0);
+        } else {
+            tile(DT, y, ldy, x, ldx, w, ws, c0, len, 1, 1, 0);
+        }
+    }
+}
+
+/* One instance per weight type (the prefill tiles use rows_f32). */
+static void rows_f32(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const float *w,
+                     int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_F32, Y, ldy, X, ldx, t0, t1, (const char *)w, ws, o, c0, len, R, pf);
+}
+static void rows_f16(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                     int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_F16, Y, ldy, X, ldx, t0, t1, w, ws, o, c0, len, R, pf);
+}
+static void rows_bf16(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t t0, int64_t t1, const char *w,
+                      int64_t ws, int64_t o, int64_t c0, int64_t len, int R, int pf) {
+    rows(QW_BF16, Y, ldy, X, ldx, t0, t1, w, ws, o, c0, len, R, pf);
+}
 
 /* ---- prefill: weights converted to float32 blocks ----
  * A block of tokens x one k block of X stays in L2 while every 4-row group
@@ -179,10 +184,9 @@ TILE(bf16, uint16_t, ld8_bf16, ld1_bf16)
  * conv_fn: columns [c0, c0 + len) of one row, src at column c0, into dst;
  * nx: the same columns of the row 4 below (the next group), to prefetch into
  * L2 while this group's tiles run, or NULL. */
-typedef void (*conv_fn)(float *dst, const char *src, int64_t len, const char *nx);
 
 static void matmul_prefill(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const char *W,
-                           int64_t k, int64_t o0, int64_t o1, qw_dtype dt, conv_fn conv) {
+                           int64_t k, int64_t o0, int64_t o1, qw_dtype dt, qw_conv_fn conv) {
     float wbuf[4 * KC];
     const int64_t rb = qw_dtype_row_bytes(dt, k);
     int64_t kc = k < KC ? k : KC;
@@ -209,60 +213,66 @@ static void matmul_prefill(float *Y, int64_t ldy, const float *X, int64_t ldx, i
         }
 }
 
-#define CONV(SUF, WT, LD8)                                                                       \
-    static void conv_##SUF(float *dst, const char *src, int64_t len, const char *nx) {           \
-        const WT *w = (const WT *)src;                                                           \
-        int64_t j = 0;                                                                           \
-        for (; j + 8 <= len; j += 8) {                                                           \
-            if (nx && (j & 31) == 0) _mm_prefetch(nx + sizeof(WT) * j, _MM_HINT_T1);             \
-            _mm256_storeu_ps(dst + j, LD8(w + j));                                               \
-        }                                                                                        \
-        for (; j < len; j++) dst[j] = ld1_##SUF(w + j);                                          \
+/* 16-bit weights to float32 (exact), for the prefill tiles and to_f32. */
+INLINE void conv16(int DT, float *dst, const char *src, int64_t len, const char *nx) {
+    int64_t j = 0;
+    for (; j + 8 <= len; j += 8) {
+        if (nx && (j & 31) == 0) _mm_prefetch(nx + esize(DT) * j, _MM_HINT_T1);
+        _mm256_storeu_ps(dst + j, ld8(DT, src, j));
     }
-CONV(f16, uint16_t, ld8_f16)
-CONV(bf16, uint16_t, ld8_bf16)
+    for (; j < len; j++) dst[j] = ld1(DT, src, j);
+}
+static void conv_f16(float *dst, const char *src, int64_t len, const char *nx) { conv16(QW_F16, dst, src, len, nx); }
+static void conv_bf16(float *dst, const char *src, int64_t len, const char *nx) { conv16(QW_BF16, dst, src, len, nx); }
 
-/* MATMUL(SUF, WT, DT) defines matmul_SUF_avx2 for weight type WT.
- * n <= SMALL_N (decode and small batches) and f32 weights: each 4-row group
- * streams its rows from the mapping once per token block, converting in
- * registers for every token group (the block stays in L1). Larger n:
- * matmul_prefill. Both give each output the same operations (see above). */
-#define MATMUL(SUF, WT, DT)                                                                      \
-    static void matmul_##SUF##_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,          \
-                                    int64_t n, const void *W, int64_t k, int64_t o0,             \
-                                    int64_t o1) {                                                \
-        const WT *w = W;                                                                         \
-        if (k == 0) { /* empty sums: the k-block loop below would not store */                 \
-            for (int64_t t = 0; t < n; t++)                                                      \
-                for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                         \
-            return;                                                                              \
-        }                                                                                        \
-        if (sizeof(WT) == 2 && n > SMALL_N) {                                                    \
-            matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, DT, conv_##SUF);                     \
-            return;                                                                              \
-        }                                                                                        \
-        const int pf = 4 * k * (int64_t)sizeof(WT) <= PF_NEAR ? 2 : 1;                           \
-        int64_t nb = L2_BLOCK / (k * 4);                                                         \
-        nb = nb < 3 ? 3 : nb - nb % 3;                                                           \
-        for (int64_t t0 = 0; t0 < n; t0 += nb) {                                                 \
-            int64_t t1 = t0 + nb < n ? t0 + nb : n;                                              \
-            for (int64_t o = o0; o < o1;) {                                                      \
-                int R = o + 4 <= o1 ? 4 : 1;                                                     \
-                for (int64_t c0 = 0; c0 < k; c0 += KC) {                                         \
-                    int64_t len = k - c0 < KC ? k - c0 : KC;                                     \
-                    rows_##SUF(Y, ldy, X, ldx, t0, t1, w + o * k + c0, k, o, c0, len, R, pf);    \
-                }                                                                                \
-                o += R;                                                                          \
-            }                                                                                    \
-        }                                                                                        \
+/* The 16/32-bit weight types. n <= SMALL_N (decode and small batches) and
+ * f32 weights: each 4-row group streams its rows from the mapping once per
+ * token block, converting in registers for every token group (the block
+ * stays in L1). Larger n (16-bit): matmul_prefill. Both give each output
+ * the same operations (see above). */
+INLINE void matmul_elem(int DT, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                        int64_t k, int64_t o0, int64_t o1) {
+    const char *w = W;
+    if (k == 0) { /* empty sums: the k-block loop below would not store */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
+        return;
     }
+    if (DT != QW_F32 && n > SMALL_N) {
+        matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, (qw_dtype)DT, DT == QW_F16 ? conv_f16 : conv_bf16);
+        return;
+    }
+    const int pf = 4 * k * esize(DT) <= PF_NEAR ? 2 : 1;
+    int64_t nb = L2_BLOCK / (k * 4);
+    nb = nb < 3 ? 3 : nb - nb % 3;
+    for (int64_t t0 = 0; t0 < n; t0 += nb) {
+        int64_t t1 = t0 + nb < n ? t0 + nb : n;
+        for (int64_t o = o0; o < o1;) {
+            int R = o + 4 <= o1 ? 4 : 1;
+            for (int64_t c0 = 0; c0 < k; c0 += KC) {
+                int64_t len = k - c0 < KC ? k - c0 : KC;
+                const char *wb = w + (o * k + c0) * esize(DT);
+                if (DT == QW_F32) rows_f32(Y, ldy, X, ldx, t0, t1, (const float *)wb, k, o, c0, len, R, pf);
+                else if (DT == QW_F16) rows_f16(Y, ldy, X, ldx, t0, t1, wb, k, o, c0, len, R, pf);
+                else rows_bf16(Y, ldy, X, ldx, t0, t1, wb, k, o, c0, len, R, pf);
+            }
+            o += R;
+        }
+    }
+}
 
-/* f32 weights are never converted: always the direct path (conv unused). */
-#define conv_f32 NULL
-MATMUL(f32, float, QW_F32)
-#undef conv_f32
-MATMUL(f16, uint16_t, QW_F16)
-MATMUL(bf16, uint16_t, QW_BF16)
+static void matmul_f32_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                            int64_t o0, int64_t o1) {
+    matmul_elem(QW_F32, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_f16_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                            int64_t o0, int64_t o1) {
+    matmul_elem(QW_F16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void matmul_bf16_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_elem(QW_BF16, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
 
 /* ---- Q8_0 ----
  * Each weight is converted exactly (int8 * f16 scale: 8 x 11 significant
@@ -282,8 +292,8 @@ INLINE __m256 scale8_q8(const uint8_t *blk) {
 
 static void conv_q8_0(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += QW_Q8_0_BLOCK, b += QW_Q8_0_BYTES) {
-        if (nx && (j & 63) == 0) _mm_prefetch(nx + j / QW_Q8_0_BLOCK * QW_Q8_0_BYTES, _MM_HINT_T1);
+    for (int64_t j = 0; j < len; j += qw_type(QW_Q8_0)->block, b += qw_type(QW_Q8_0)->bytes) {
+        if (nx && (j & 63) == 0) _mm_prefetch(nx + j / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes, _MM_HINT_T1);
         __m256 d = scale8_q8(b);
         UNROLL for (int s = 0; s < 4; s++) _mm256_storeu_ps(dst + j + 8 * s, ld8_q8(b + 2 + 8 * s, d));
     }
@@ -297,16 +307,16 @@ INLINE void tile_q8(float *Y, int64_t ldy, const float *X, int64_t ldx, const ui
     __m256 acc[4][3];
     UNROLL for (int r = 0; r < R; r++)
         UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < len; i += QW_Q8_0_BLOCK) {
+    for (int64_t i = 0; i < len; i += qw_type(QW_Q8_0)->block) {
         const uint8_t *b[4];
         __m256 d[4];
         UNROLL for (int r = 0; r < R; r++) {
-            b[r] = w + r * rb + i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+            b[r] = w + r * rb + i / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
             if (pf == 1) _mm_prefetch((const char *)b[r] + PF_DIST_Q8, _MM_HINT_T0);
             d[r] = scale8_q8(b[r]);
         }
         if (pf == 2) { /* short rows: the next 4-row group (contiguous), in step with this one */
-            const char *nx = (const char *)w + 4 * rb + 4 * (i / QW_Q8_0_BLOCK * QW_Q8_0_BYTES);
+            const char *nx = (const char *)w + 4 * rb + 4 * (i / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes);
             _mm_prefetch(nx, _MM_HINT_T0);
             _mm_prefetch(nx + 64, _MM_HINT_T0);
             _mm_prefetch(nx + 128, _MM_HINT_T0);
@@ -372,7 +382,7 @@ static void matmul_q8_0_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,
         return;
     }
     const uint8_t *w = W;
-    const int64_t rb = k / QW_Q8_0_BLOCK * QW_Q8_0_BYTES;
+    const int64_t rb = k / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes;
     const int pf = 4 * rb <= PF_NEAR ? 2 : 1;
     for (int64_t o = o0; o < o1;) {
         int R = o + 4 <= o1 ? 4 : 1;
@@ -380,7 +390,7 @@ static void matmul_q8_0_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx,
         int p = pf == 2 && o + 8 > o1 ? 0 : pf;
         for (int64_t c0 = 0; c0 < k; c0 += KC) {
             int64_t len = k - c0 < KC ? k - c0 : KC;
-            rows_q8(Y, ldy, X, ldx, 0, n, w + o * rb + c0 / QW_Q8_0_BLOCK * QW_Q8_0_BYTES, rb, o, c0, len, R, p);
+            rows_q8(Y, ldy, X, ldx, 0, n, w + o * rb + c0 / qw_type(QW_Q8_0)->block * qw_type(QW_Q8_0)->bytes, rb, o, c0, len, R, p);
         }
         o += R;
     }
@@ -390,7 +400,7 @@ static void to_f32_q8_0_avx2(float *y, const void *x, int64_t n) { conv_q8_0(y, 
 
 /* ==== 4/5/6-bit block types: Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K ====
  * One conv_<type> per type writes a k block of one row as float32, each
- * weight the reference's float32 expression (src/kernels/quant_ref.c): the
+ * weight the reference's float32 expression (src/kernels/matmul/matmul_ref.c): the
  * products are exact (binary16 scales x small integers), so the fused
  * multiply-adds below round once, exactly like the reference's
  * multiply-then-add, and to_f32 agrees with the reference (and gguf) bit for
@@ -403,13 +413,6 @@ static void to_f32_q8_0_avx2(float *y, const void *x, int64_t n) { conv_q8_0(y, 
  * bound by the conversion, not by memory: a 128 MB matrix from DRAM converts
  * at the rate of one in L1 (one Zen 3 core: 5-9 G weights/s by type), so
  * matmul_prefill and its prefetch are unchanged. */
-
-/* binary16 at p -> float (exact), any alignment */
-INLINE float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
 
 /* Q6_K's quants are unpacked 32 at a time as bytes (shifts and masks),
  * then widened 8 at a time: dst[0..8) = d * q (exact). (Widening from memory
@@ -443,9 +446,10 @@ INLINE void pf_next(const char *nx, int64_t off, int bytes) {
 static void conv_q4_0(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i eight = _mm256_set1_epi32(8);
-    for (int64_t j = 0; j < len; j += 32, b += 18) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 18, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b));
+    const int bytes = qw_type(QW_Q4_0)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b));
         UNROLL for (int g = 0; g < 2; g++) {
             __m256i lo, hi;
             nib16(b + 2 + 8 * g, &lo, &hi);
@@ -457,9 +461,10 @@ static void conv_q4_0(float *dst, const char *src, int64_t len, const char *nx) 
 
 static void conv_q4_1(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += 32, b += 20) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 20, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+    const int bytes = qw_type(QW_Q4_1)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b)), m = _mm256_set1_ps(qw_f16_at_f16c(b + 2));
         UNROLL for (int g = 0; g < 2; g++) {
             __m256i lo, hi;
             nib16(b + 4 + 8 * g, &lo, &hi);
@@ -480,9 +485,10 @@ INLINE __m256i hneg8(__m256i qhv, int j0) {
 
 static void conv_q5_0(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += 32, b += 22) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 22, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b));
+    const int bytes = qw_type(QW_Q5_0)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b));
         uint32_t qh;
         memcpy(&qh, b + 2, 4);
         __m256i qhv = _mm256_set1_epi32((int)qh);
@@ -500,9 +506,10 @@ static void conv_q5_0(float *dst, const char *src, int64_t len, const char *nx) 
 static void conv_q5_1(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i k16 = _mm256_set1_epi32(16);
-    for (int64_t j = 0; j < len; j += 32, b += 24) {
-        if ((j & 63) == 0) pf_next(nx, j / 32 * 24, 64);
-        __m256 d = _mm256_set1_ps(f16_at(b)), m = _mm256_set1_ps(f16_at(b + 2));
+    const int bytes = qw_type(QW_Q5_1)->bytes;
+    for (int64_t j = 0; j < len; j += 32, b += bytes) {
+        if ((j & 63) == 0) pf_next(nx, j / 32 * bytes, 64);
+        __m256 d = _mm256_set1_ps(qw_f16_at_f16c(b)), m = _mm256_set1_ps(qw_f16_at_f16c(b + 2));
         uint32_t qh;
         memcpy(&qh, b + 4, 4);
         __m256i qhv = _mm256_set1_epi32((int)qh);
@@ -523,9 +530,10 @@ static void conv_q5_1(float *dst, const char *src, int64_t len, const char *nx) 
  * of sub-block s is bit s of qh[l]. */
 static void conv_q4_k(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
-    for (int64_t j = 0; j < len; j += 256, b += 144) {
-        pf_next(nx, j / 256 * 144, 144);
-        float d = f16_at(b), dmin = f16_at(b + 2);
+    const int bytes = qw_type(QW_Q4_K)->bytes;
+    for (int64_t j = 0; j < len; j += 256, b += bytes) {
+        pf_next(nx, j / 256 * bytes, bytes);
+        float d = qw_f16_at_f16c(b), dmin = qw_f16_at_f16c(b + 2);
         for (int c = 0; c < 4; c++) {
             int sc0, mn0, sc1, mn1;
             qw_kquant_scale_min(b + 4, 2 * c, &sc0, &mn0);
@@ -546,9 +554,10 @@ static void conv_q4_k(float *dst, const char *src, int64_t len, const char *nx) 
 static void conv_q5_k(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i k16 = _mm256_set1_epi32(16);
-    for (int64_t j = 0; j < len; j += 256, b += 176) {
-        pf_next(nx, j / 256 * 176, 176);
-        float d = f16_at(b), dmin = f16_at(b + 2);
+    const int bytes = qw_type(QW_Q5_K)->bytes;
+    for (int64_t j = 0; j < len; j += 256, b += bytes) {
+        pf_next(nx, j / 256 * bytes, bytes);
+        float d = qw_f16_at_f16c(b), dmin = qw_f16_at_f16c(b + 2);
         const uint8_t *qh = b + 16;
         for (int c = 0; c < 4; c++) {
             int sc0, mn0, sc1, mn1;
@@ -578,10 +587,11 @@ static void conv_q5_k(float *dst, const char *src, int64_t len, const char *nx) 
 static void conv_q6_k(float *dst, const char *src, int64_t len, const char *nx) {
     const uint8_t *b = (const uint8_t *)src;
     const __m256i m15 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-    for (int64_t j = 0; j < len; j += 256, b += 210) {
-        pf_next(nx, j / 256 * 210, 210);
+    const int bytes = qw_type(QW_Q6_K)->bytes;
+    for (int64_t j = 0; j < len; j += 256, b += bytes) {
+        pf_next(nx, j / 256 * bytes, bytes);
         const int8_t *sc = (const int8_t *)(b + 192);
-        float d = f16_at(b + 208);
+        float d = qw_f16_at_f16c(b + 208);
         for (int h = 0; h < 2; h++) {
             __m256i v0 = _mm256_loadu_si256((const __m256i *)(b + 64 * h));
             __m256i v1 = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32));
@@ -603,41 +613,64 @@ static void conv_q6_k(float *dst, const char *src, int64_t len, const char *nx) 
     }
 }
 
-#define QMATMUL(SUF, DT)                                                                                          \
-    static void matmul_##SUF##_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, \
-                                    int64_t k, int64_t o0, int64_t o1) {                                          \
-        if (k == 0) {                                                                                             \
-            for (int64_t t = 0; t < n; t++)                                                                       \
-                for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;                                          \
-            return;                                                                                               \
-        }                                                                                                         \
-        matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, DT, conv_##SUF);                                          \
-    }                                                                                                             \
-    static void to_f32_##SUF##_avx2(float *y, const void *x, int64_t n) { conv_##SUF(y, x, n, NULL); }
-QMATMUL(q4_0, QW_Q4_0)
-QMATMUL(q4_1, QW_Q4_1)
-QMATMUL(q5_0, QW_Q5_0)
-QMATMUL(q5_1, QW_Q5_1)
-QMATMUL(q4_k, QW_Q4_K)
-QMATMUL(q5_k, QW_Q5_K)
-QMATMUL(q6_k, QW_Q6_K)
-/* ==== end of the 4/5/6-bit block types ==== */
+/* Each block type's exact converter, by type: this level's to_f32 and the
+ * feed of its prefill tiles, and (kernels_impl.h) the avx512 level's, so
+ * that each level's block-type matmul is its own f32 matmul of the
+ * converted weights. */
+const qw_conv_fn kernels_conv_avx2[QW_DTYPE_COUNT] = {
+    [QW_F16] = conv_f16,   [QW_BF16] = conv_bf16, [QW_Q8_0] = conv_q8_0, [QW_Q4_0] = conv_q4_0,
+    [QW_Q4_1] = conv_q4_1, [QW_Q5_0] = conv_q5_0, [QW_Q5_1] = conv_q5_1, [QW_Q4_K] = conv_q4_k,
+    [QW_Q5_K] = conv_q5_k, [QW_Q6_K] = conv_q6_k,
+};
 
-/* Exported for the avx512 level (kernels_impl.h): the same converters feed
- * its f32 tiles, so each level's block-type matmul is its own f32 matmul. */
-#define EXPORT_CONV(SUF)                                                                         \
-    void kernels_conv_##SUF##_avx2(float *dst, const char *src, int64_t len, const char *nx) {   \
-        conv_##SUF(dst, src, len, nx);                                                           \
+/* The 4/5/6-bit types: always matmul_prefill (see the section's head). */
+static void matmul_blocks(qw_dtype dt, float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W,
+                          int64_t k, int64_t o0, int64_t o1) {
+    if (k == 0) {
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = o0; o < o1; o++) Y[t * ldy + o] = 0.0f;
+        return;
     }
-EXPORT_CONV(q8_0)
-EXPORT_CONV(q4_0)
-EXPORT_CONV(q4_1)
-EXPORT_CONV(q5_0)
-EXPORT_CONV(q5_1)
-EXPORT_CONV(q4_k)
-EXPORT_CONV(q5_k)
-EXPORT_CONV(q6_k)
-#undef EXPORT_CONV
+    matmul_prefill(Y, ldy, X, ldx, n, W, k, o0, o1, dt, kernels_conv_avx2[dt]);
+}
+
+static void to_f32_blocks(qw_dtype dt, float *y, const void *x, int64_t n) { kernels_conv_avx2[dt](y, x, n, NULL); }
+
+static void matmul_q4_0_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_blocks(QW_Q4_0, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void to_f32_q4_0_avx2(float *y, const void *x, int64_t n) { to_f32_blocks(QW_Q4_0, y, x, n); }
+static void matmul_q4_1_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_blocks(QW_Q4_1, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void to_f32_q4_1_avx2(float *y, const void *x, int64_t n) { to_f32_blocks(QW_Q4_1, y, x, n); }
+static void matmul_q5_0_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_blocks(QW_Q5_0, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void to_f32_q5_0_avx2(float *y, const void *x, int64_t n) { to_f32_blocks(QW_Q5_0, y, x, n); }
+static void matmul_q5_1_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_blocks(QW_Q5_1, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void to_f32_q5_1_avx2(float *y, const void *x, int64_t n) { to_f32_blocks(QW_Q5_1, y, x, n); }
+static void matmul_q4_k_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_blocks(QW_Q4_K, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void to_f32_q4_k_avx2(float *y, const void *x, int64_t n) { to_f32_blocks(QW_Q4_K, y, x, n); }
+static void matmul_q5_k_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_blocks(QW_Q5_K, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void to_f32_q5_k_avx2(float *y, const void *x, int64_t n) { to_f32_blocks(QW_Q5_K, y, x, n); }
+static void matmul_q6_k_avx2(float *Y, int64_t ldy, const float *X, int64_t ldx, int64_t n, const void *W, int64_t k,
+                             int64_t o0, int64_t o1) {
+    matmul_blocks(QW_Q6_K, Y, ldy, X, ldx, n, W, k, o0, o1);
+}
+static void to_f32_q6_k_avx2(float *y, const void *x, int64_t n) { to_f32_blocks(QW_Q6_K, y, x, n); }
 
 /* qw_quantize_q8_0 in 8 lanes, the same float operations: max |x| (max is
  * exact, any order), d = amax / 127, id = 1 / d, q = round half away from
@@ -645,7 +678,7 @@ EXPORT_CONV(q6_k)
 static void quantize_q8_0_avx2(void *dst, const float *x, int64_t n) {
     uint8_t *out = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
-    for (int64_t b = 0; b + QW_Q8_0_BLOCK <= n; b += QW_Q8_0_BLOCK, out += QW_Q8_0_BYTES) {
+    for (int64_t b = 0; b + qw_type(QW_Q8_0)->block <= n; b += qw_type(QW_Q8_0)->block, out += qw_type(QW_Q8_0)->bytes) {
         __m256 v[4], m = _mm256_setzero_ps();
         UNROLL for (int s = 0; s < 4; s++) {
             v[s] = _mm256_loadu_ps(x + b + 8 * s);
@@ -692,141 +725,37 @@ static void to_f32_f16_avx2(float *y, const void *x, int64_t n) {
 }
 
 /* ---- vector kernels ---- */
-static float dot_avx2(const float *a, const float *b, int64_t n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-static void axpy_avx2(float *y, float a, const float *x, int64_t n) {
-    __m256 av = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
-}
-
-static void scale_avx2(float *y, float a, int64_t n) {
-    __m256 av = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), av));
-    for (; i < n; i++) y[i] *= a;
-}
-
-static void add_avx2(float *y, const float *x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
-    for (; i < n; i++) y[i] += x[i];
-}
-
-static void rmsnorm_avx2(float *y, const float *x, const float *w, int64_t n, float eps) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-        s0 = _mm256_fmadd_ps(a, a, s0);
-        s1 = _mm256_fmadd_ps(b, b, s1);
-    }
-    for (; i + 8 <= n; i += 8) {
-        __m256 a = _mm256_loadu_ps(x + i);
-        s0 = _mm256_fmadd_ps(a, a, s0);
-    }
-    float ss = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) ss += x[i] * x[i];
-    float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    __m256 iv = _mm256_set1_ps(inv);
-    for (i = 0; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), iv),
-                                              _mm256_loadu_ps(w + i)));
-    for (; i < n; i++) y[i] = x[i] * inv * w[i];
-}
-
-static void silu_mul_avx2(float *g, const float *u, int64_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_loadu_ps(g + i);
-        __m256 e = qw_exp8_avx2(_mm256_sub_ps(zero, x));
-        __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
-    }
-    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
-static void softmax_avx2(float *x, int64_t n) {
-    if (n <= 0) return;
-    int64_t i = 0;
-    float mx = x[0];
-    if (n >= 8) {
-        __m256 m = _mm256_loadu_ps(x);
-        for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        mx = _mm_cvtss_f32(h);
-    }
-    for (; i < n; i++)
-        if (x[i] > mx) mx = x[i];
-    __m256 mv = _mm256_set1_ps(mx), s = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= n; i += 8) {
-        __m256 e = qw_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
-        _mm256_storeu_ps(x + i, e);
-        s = _mm256_add_ps(s, e);
-    }
-    float sum = hsum8(s);
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
-    scale_avx2(x, 1.0f / sum, n);
-}
-
-int kernels_fill_avx2(qw_kernels *k) {
-    k->matmul[QW_F32] = matmul_f32_avx2;
-    k->matmul[QW_F16] = matmul_f16_avx2;
-    k->matmul[QW_BF16] = matmul_bf16_avx2;
-    k->matmul[QW_Q8_0] = matmul_q8_0_avx2;
-    k->to_f32[QW_F16] = to_f32_f16_avx2;
-    k->to_f32[QW_BF16] = to_f32_bf16_avx2;
-    k->to_f32[QW_Q8_0] = to_f32_q8_0_avx2;
-    k->quantize_q8_0 = quantize_q8_0_avx2;
-#define SETQ(T, SUF)                      \
-    k->matmul[T] = matmul_##SUF##_avx2; \
-    k->to_f32[T] = to_f32_##SUF##_avx2;
-    SETQ(QW_Q4_0, q4_0)
-    SETQ(QW_Q4_1, q4_1)
-    SETQ(QW_Q5_0, q5_0)
-    SETQ(QW_Q5_1, q5_1)
-    SETQ(QW_Q4_K, q4_k)
-    SETQ(QW_Q5_K, q5_k)
-    SETQ(QW_Q6_K, q6_k)
-#undef SETQ
-    k->dot = dot_avx2;
-    k->axpy = axpy_avx2;
-    k->scale = scale_avx2;
-    k->rmsnorm = rmsnorm_avx2;
-    k->silu_mul = silu_mul_avx2;
-    k->softmax = softmax_avx2;
-    k->add = add_avx2;
-    return 1;
-}
-
-#else
-
-int kernels_fill_avx2(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+/* The level's matmul entries (the ones it accelerates; init.c lays them over
+ * the reference). */
+const qw_kernels kernels_matmul_avx2 = {
+    .matmul =
+        {
+            [QW_F32] = matmul_f32_avx2,
+            [QW_F16] = matmul_f16_avx2,
+            [QW_BF16] = matmul_bf16_avx2,
+            [QW_Q8_0] = matmul_q8_0_avx2,
+            [QW_Q4_0] = matmul_q4_0_avx2,
+            [QW_Q4_1] = matmul_q4_1_avx2,
+            [QW_Q5_0] = matmul_q5_0_avx2,
+            [QW_Q5_1] = matmul_q5_1_avx2,
+            [QW_Q4_K] = matmul_q4_k_avx2,
+            [QW_Q5_K] = matmul_q5_k_avx2,
+            [QW_Q6_K] = matmul_q6_k_avx2,
+        },
+    .to_f32 =
+        {
+            [QW_F16] = to_f32_f16_avx2,
+            [QW_BF16] = to_f32_bf16_avx2,
+            [QW_Q8_0] = to_f32_q8_0_avx2,
+            [QW_Q4_0] = to_f32_q4_0_avx2,
+            [QW_Q4_1] = to_f32_q4_1_avx2,
+            [QW_Q5_0] = to_f32_q5_0_avx2,
+            [QW_Q5_1] = to_f32_q5_1_avx2,
+            [QW_Q4_K] = to_f32_q4_k_avx2,
+            [QW_Q5_K] = to_f32_q5_k_avx2,
+            [QW_Q6_K] = to_f32_q6_k_avx2,
+        },
+    .quantize_q8_0 = quantize_q8_0_avx2,
+};
 
 #endif

@@ -13,39 +13,17 @@
  *
  * Loop order as in qdot_avx512vnni.c: decode one row at a time against
  * chunks of up to 4 tokens; prefill on transposed
- * blocks (below). Every path gives the same bits.
+ * blocks (below, in the per-thread scratch). Every path gives the same bits.
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "kernels/qdot/qdot_x86.h"
 
-#define INLINE static inline __attribute__((always_inline))
-/* The small fixed loops (blocks of a group, tokens of a chunk) must be
- * unrolled so that their vectors stay in registers. */
-#define UNROLL _Pragma("GCC unroll 16")
-
-/* Tokens per block of the prefill loop (their QA8 rows stay in L2). */
-#define TOK_BLOCK 64
-/* Weight prefetch distance in bytes. */
-#define PF_DIST 768
-
-enum { T_Q8_0, T_Q4_0, T_Q4_1, T_Q5_0, T_Q5_1 };
-
-INLINE int blk_bytes(int T) { return T == T_Q8_0 ? 34 : T == T_Q4_0 ? 18 : T == T_Q4_1 ? 20 : T == T_Q5_0 ? 22 : 24; }
 /* log2 of what sum(w * qx) exceeds isum by, in units of s (-1: nothing; Q8_0 is signed). */
-INLINE int blk_off_log2(int T) { return T == T_Q4_0 ? 3 : T == T_Q5_0 ? 4 : -1; }
-INLINE int has_min(int T) { return T == T_Q4_1 || T == T_Q5_1; }
-
-INLINE uint16_t ld_u16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-INLINE uint32_t ld_u32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
+INLINE int blk_off_log2(int T) {
+    const int zero = qw_type((qw_dtype)T)->zero;
+    return zero == 16 ? 4 : zero == 8 ? 3 : -1;
 }
 
 /* 32 nibbles of 16 bytes: weight j < 16 the low nibble of q[j], else the
@@ -69,11 +47,11 @@ INLINE __m256i high_bits(uint32_t qh) {
 /* One block's 32 weights (Q8_0: signed; others unsigned), reading only the block. */
 INLINE __m256i unpack(int T, const uint8_t *w) {
     switch (T) {
-    case T_Q8_0: return _mm256_loadu_si256((const __m256i *)(w + 2));
-    case T_Q4_0: return nibbles(w + 2);
-    case T_Q4_1: return nibbles(w + 4);
-    case T_Q5_0: return _mm256_or_si256(nibbles(w + 6), high_bits(ld_u32(w + 2)));
-    default: return _mm256_or_si256(nibbles(w + 8), high_bits(ld_u32(w + 4)));
+    case QW_Q8_0: return _mm256_loadu_si256((const __m256i *)(w + 2));
+    case QW_Q4_0:
+    case QW_Q4_1: return nibbles(w + qw_type((qw_dtype)T)->qs_off);
+    default: /* Q5_0, Q5_1 */
+        return _mm256_or_si256(nibbles(w + qw_type((qw_dtype)T)->qs_off), high_bits(ld_u32(w + qw_type((qw_dtype)T)->qh_off)));
     }
 }
 
@@ -83,34 +61,6 @@ typedef struct {
     __m256i q[8];
     __m256 d, m;
 } wgroup;
-
-INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
-    return _mm_setr_epi16((short)ld_u16(w + off), (short)ld_u16(w + B + off), (short)ld_u16(w + 2 * B + off),
-                          (short)ld_u16(w + 3 * B + off), (short)ld_u16(w + 4 * B + off),
-                          (short)ld_u16(w + 5 * B + off), (short)ld_u16(w + 6 * B + off),
-                          (short)ld_u16(w + 7 * B + off));
-}
-
-/* d (and m) of a partial group of nbl (1..7) blocks, 0 in the absent
- * lanes: absent lanes re-read the last block (no read past the row, no
- * byte-wise stores reloaded as a vector) and are masked off. */
-INLINE void tail_scales(int T, wgroup *g, const uint8_t *w, int B, int nbl) {
-    const uint8_t *p[8];
-    UNROLL
-    for (int j = 0; j < 8; j++) p[j] = w + (j < nbl ? j : nbl - 1) * B;
-    __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nbl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-    __m128i d = _mm_setr_epi16((short)ld_u16(p[0]), (short)ld_u16(p[1]), (short)ld_u16(p[2]), (short)ld_u16(p[3]),
-                               (short)ld_u16(p[4]), (short)ld_u16(p[5]), (short)ld_u16(p[6]), (short)ld_u16(p[7]));
-    g->d = _mm256_and_ps(_mm256_cvtph_ps(d), keep);
-    if (has_min(T)) {
-        __m128i m = _mm_setr_epi16((short)ld_u16(p[0] + 2), (short)ld_u16(p[1] + 2), (short)ld_u16(p[2] + 2),
-                                   (short)ld_u16(p[3] + 2), (short)ld_u16(p[4] + 2), (short)ld_u16(p[5] + 2),
-                                   (short)ld_u16(p[6] + 2), (short)ld_u16(p[7] + 2));
-        g->m = _mm256_and_ps(_mm256_cvtph_ps(m), keep);
-    } else {
-        g->m = _mm256_setzero_ps();
-    }
-}
 
 INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
     const int B = blk_bytes(T);
@@ -123,7 +73,7 @@ INLINE void load_group(int T, wgroup *g, const uint8_t *w, int nbl) {
     }
     UNROLL
     for (int j = 0; j < 8; j++) g->q[j] = j < nbl ? unpack(T, w + j * B) : _mm256_setzero_si256();
-    tail_scales(T, g, w, B, nbl);
+    tail_scales(T, &g->d, &g->m, w, B, nbl);
 }
 
 /* One token's group: 8 ymm of activation bytes, d and s of its 8 blocks. */
@@ -166,7 +116,7 @@ INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
     __m256i p[8];
     UNROLL
     for (int j = 0; j < 8; j++) {
-        __m256i prod = T == T_Q8_0
+        __m256i prod = T == QW_Q8_0
                            ? _mm256_maddubs_epi16(_mm256_sign_epi8(w->q[j], w->q[j]), _mm256_sign_epi8(x->q[j], w->q[j]))
                            : _mm256_maddubs_epi16(w->q[j], x->q[j]);
         p[j] = _mm256_madd_epi16(prod, ones);
@@ -178,41 +128,12 @@ INLINE __m256 group_dot(int T, const wgroup *w, const xgroup *x, __m256 acc) {
     return acc;
 }
 
-/* The fixed tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
-INLINE float tree(__m256 a) {
-    __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
-}
-
-/* One row against NT (1..4) tokens. */
-INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, int64_t ldxq, const uint8_t *w,
-                       int64_t k) {
-    const int64_t nb = k / 32;
-    const int B = blk_bytes(T);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t g = 0; g * 8 < nb; g++) {
-        int nbl = nb - 8 * g >= 8 ? 8 : (int)(nb - 8 * g);
-        const uint8_t *wg = w + 8 * g * B;
-        UNROLL
-        for (int off = 0; off < 8 * B; off += 64) _mm_prefetch((const char *)(wg + PF_DIST + off), _MM_HINT_T0);
-        wgroup wv;
-        load_group(T, &wv, wg, nbl);
-        UNROLL
-        for (int t = 0; t < NT; t++) {
-            xgroup xv;
-            load_x(&xv, X0 + t * ldxq, k, nb, g, nbl);
-            acc[t] = group_dot(T, &wv, &xv, acc[t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < NT; t++) Y[t * ldy] = tree(acc[t]);
-}
+#include "kernels/qdot/qdot_x86_decode.h"
 
 /* ---- prefill: blocks transposed so that one int32 lane is one block ----
  * As in qdot_avx512vnni.c: for n >= PREFILL_MIN a block of up to RB_MAX
  * weight rows is transposed once in groups of 8 blocks (an 8 x 8 transpose
- * of 4-byte words) on the stack; each token's group goes through the same
+ * of 4-byte words) into the thread's scratch (kernels_scratch); each token's group goes through the same
  * transpose in registers and meets every row of the block: vpmaddubsw +
  * vpmaddwd leave 4-product sums of one block per int32 lane, and 8 vector
  * adds give the 8 blocks' exact sums in block order, with no horizontal
@@ -220,8 +141,16 @@ INLINE void row_tokens(int T, int NT, float *Y, int64_t ldy, const uint8_t *X0, 
  * Q8_0 keeps its signed bytes (|w| and sign(x, w) per use, as above). */
 #define PREFILL_MIN 8
 #define RB_MAX 4               /* rows transposed together (16 ymm registers) */
-#define WT_CAP (40 * 1024)     /* bytes of transposed weights on the stack */
+#define WT_CAP (40 * 1024)     /* bytes of transposed weights (per-thread scratch) */
 #define WT_MAX_G8 (WT_CAP / 256) /* rows up to 160 * 256 = 40960 weights take this path */
+
+/* The transposed rows and their scales, in the thread's scratch. */
+typedef struct {
+    _Alignas(64) uint8_t wt[WT_CAP];
+    _Alignas(64) float wd[WT_MAX_G8 * 8];
+    _Alignas(64) float wm[WT_MAX_G8 * 8];
+} prefill_scratch;
+_Static_assert(sizeof(prefill_scratch) <= QW_SCRATCH_BYTES, "qdot_avx2 prefill scratch");
 
 /* r[i] = block i's 8 words -> r[c] lane i = word c of block i. */
 INLINE void transpose8(__m256i *r) {
@@ -288,7 +217,7 @@ INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8
             UNROLL
             for (int c = 0; c < 8; c++) {
                 __m256i wv = _mm256_load_si256((const __m256i *)(w + 32 * c));
-                __m256i prod = T == T_Q8_0 ? _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv[c], wv))
+                __m256i prod = T == QW_Q8_0 ? _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv[c], wv))
                                            : _mm256_maddubs_epi16(wv, xv[c]);
                 is = _mm256_add_epi32(is, _mm256_madd_epi16(prod, ones));
             }
@@ -307,8 +236,9 @@ INLINE void token_rows_t(int T, int RB, float *Y, const uint8_t *xr, const uint8
 INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int64_t n,
                              const uint8_t *W, int64_t k, int64_t o0, int64_t o1) {
     const int64_t nb = k / 32, ng = (nb + 7) / 8, rb = nb * blk_bytes(T), wt_ld = ng * 256;
-    _Alignas(64) uint8_t wt[WT_CAP];
-    _Alignas(64) float wd[WT_MAX_G8 * 8], wm[WT_MAX_G8 * 8];
+    prefill_scratch *sc = kernels_scratch();
+    uint8_t *wt = sc->wt;
+    float *wd = sc->wd, *wm = sc->wm;
     int64_t rbmax = WT_CAP / wt_ld < RB_MAX ? WT_CAP / wt_ld : RB_MAX;
     for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
         int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
@@ -333,39 +263,35 @@ INLINE void matmul_q_prefill(int T, float *Y, int64_t ldy, const uint8_t *X, int
 
 INLINE void matmul_q_generic(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                              int64_t k, int64_t o0, int64_t o1) {
-    const int64_t rb = k / 32 * blk_bytes(T);
     const uint8_t *X = XQ;
     if (n >= PREFILL_MIN && (k / 32 + 7) / 8 <= WT_MAX_G8) {
         matmul_q_prefill(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
         return;
     }
-    /* decode: one row at a time, one sequential weight stream (see the header) */
-    for (int64_t t0 = 0; t0 < n; t0 += TOK_BLOCK) {
-        int64_t t1 = t0 + TOK_BLOCK < n ? t0 + TOK_BLOCK : n;
-        for (int64_t o = o0; o < o1; o++) {
-            const uint8_t *w = (const uint8_t *)W + o * rb;
-            int64_t t = t0;
-            for (; t + 4 <= t1; t += 4) row_tokens(T, 4, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k);
-            switch (t1 - t) {
-            case 3: row_tokens(T, 3, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
-            case 2: row_tokens(T, 2, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
-            case 1: row_tokens(T, 1, Y + t * ldy + o, ldy, X + t * ldxq, ldxq, w, k); break;
-            default: break;
-            }
-        }
-    }
+    matmul_q_decode(T, Y, ldy, X, ldxq, n, W, k, o0, o1);
 }
 
-#define KERNEL(SUF, T)                                                                                           \
-    static void matmul_q_##SUF##_avx2(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,     \
-                                            const void *W, int64_t k, int64_t o0, int64_t o1) {                  \
-        matmul_q_generic(T, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                  \
-    }
-KERNEL(q8_0, T_Q8_0)
-KERNEL(q4_0, T_Q4_0)
-KERNEL(q4_1, T_Q4_1)
-KERNEL(q5_0, T_Q5_0)
-KERNEL(q5_1, T_Q5_1)
+/* The table's entries: the loop above, one type each. */
+static void matmul_q_q8_0_avx2(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q8_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_0_avx2(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q4_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_1_avx2(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q4_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_0_avx2(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q5_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_1_avx2(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_generic(QW_Q5_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
 
 /* quantize_qa8: the rule of kernels.h, 32 floats (4 ymm) per block. */
 static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
@@ -404,21 +330,16 @@ static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
     }
 }
 
-int kernels_fill_qdot_avx2(qw_kernels *k) {
-    k->quantize_qa8 = quantize_qa8_avx2;
-    k->matmul_q[QW_Q8_0] = matmul_q_q8_0_avx2;
-    k->matmul_q[QW_Q4_0] = matmul_q_q4_0_avx2;
-    k->matmul_q[QW_Q4_1] = matmul_q_q4_1_avx2;
-    k->matmul_q[QW_Q5_0] = matmul_q_q5_0_avx2;
-    k->matmul_q[QW_Q5_1] = matmul_q_q5_1_avx2;
-    return 1;
-}
-
-#else
-
-int kernels_fill_qdot_avx2(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
+const qw_kernels kernels_qdot_avx2 = {
+    .quantize_qa8 = quantize_qa8_avx2,
+    .matmul_q =
+        {
+            [QW_Q8_0] = matmul_q_q8_0_avx2,
+            [QW_Q4_0] = matmul_q_q4_0_avx2,
+            [QW_Q4_1] = matmul_q_q4_1_avx2,
+            [QW_Q5_0] = matmul_q_q5_0_avx2,
+            [QW_Q5_1] = matmul_q_q5_1_avx2,
+        },
+};
 
 #endif

@@ -53,16 +53,6 @@ static void quantize_qa8_ref(void *dst, const float *x, int64_t k) {
 
 /* ---- matmul_q -------------------------------------------------------- */
 
-static inline float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return qw_f16_to_f32(h);
-}
-
-static inline uint32_t u32_at(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* One weight block's part of the dot with one QA8 block: its integer sum
  * (offsets included), scale d and min m (0 for the types without one). */
 typedef void (*blk_fn)(const uint8_t *w, const int8_t *qx, int32_t s, int32_t *isum, float *d, float *m);
@@ -72,7 +62,7 @@ static void blk_q8_0(const uint8_t *w, const int8_t *qx, int32_t s, int32_t *isu
     int32_t acc = 0;
     for (int j = 0; j < 32; j++) acc += (int32_t)q[j] * qx[j];
     (void)s;
-    *isum = acc, *d = f16_at(w), *m = 0.0f;
+    *isum = acc, *d = qw_f16_at(w), *m = 0.0f;
 }
 
 /* Nibble j of a 32-weight group: low nibble of qs[j] (j < 16), high of qs[j - 16]. */
@@ -81,31 +71,38 @@ static inline int nib(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 15 : q
 static void blk_q4_0(const uint8_t *w, const int8_t *qx, int32_t s, int32_t *isum, float *d, float *m) {
     int32_t acc = 0;
     for (int j = 0; j < 32; j++) acc += nib(w + 2, j) * qx[j];
-    *isum = acc - 8 * s, *d = f16_at(w), *m = 0.0f;
+    *isum = acc - 8 * s, *d = qw_f16_at(w), *m = 0.0f;
 }
 
 static void blk_q4_1(const uint8_t *w, const int8_t *qx, int32_t s, int32_t *isum, float *d, float *m) {
     int32_t acc = 0;
     for (int j = 0; j < 32; j++) acc += nib(w + 4, j) * qx[j];
-    *isum = acc, *d = f16_at(w), *m = f16_at(w + 2);
+    *isum = acc, *d = qw_f16_at(w), *m = qw_f16_at(w + 2);
 }
 
 static void blk_q5_0(const uint8_t *w, const int8_t *qx, int32_t s, int32_t *isum, float *d, float *m) {
-    uint32_t qh = u32_at(w + 2);
+    uint32_t qh = qw_u32_at(w + 2);
     int32_t acc = 0;
     for (int j = 0; j < 32; j++) acc += (nib(w + 6, j) | (int)((qh >> j) & 1) << 4) * qx[j];
-    *isum = acc - 16 * s, *d = f16_at(w), *m = 0.0f;
+    *isum = acc - 16 * s, *d = qw_f16_at(w), *m = 0.0f;
 }
 
 static void blk_q5_1(const uint8_t *w, const int8_t *qx, int32_t s, int32_t *isum, float *d, float *m) {
-    uint32_t qh = u32_at(w + 4);
+    uint32_t qh = qw_u32_at(w + 4);
     int32_t acc = 0;
     for (int j = 0; j < 32; j++) acc += (nib(w + 8, j) | (int)((qh >> j) & 1) << 4) * qx[j];
-    *isum = acc, *d = f16_at(w), *m = f16_at(w + 2);
+    *isum = acc, *d = qw_f16_at(w), *m = qw_f16_at(w + 2);
 }
 
-static void matmul_q_blocks(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
-                            int64_t k, int64_t o0, int64_t o1, blk_fn blk, int bytes, int has_min) {
+/* Each type's block function; its sizes come from qw_type, and the min
+ * term belongs to the types with a min (m_off >= 0). */
+static const blk_fn k_blk[QW_DTYPE_COUNT] = {
+    [QW_Q8_0] = blk_q8_0, [QW_Q4_0] = blk_q4_0, [QW_Q4_1] = blk_q4_1, [QW_Q5_0] = blk_q5_0, [QW_Q5_1] = blk_q5_1,
+};
+
+static void matmul_q_blocks(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
+                            const void *W, int64_t k, int64_t o0, int64_t o1) {
+    const int bytes = qw_type(dt)->bytes, has_min = qw_type(dt)->m_off >= 0;
     const int64_t nb = k / 32, rb = nb * bytes;
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
@@ -119,7 +116,7 @@ static void matmul_q_blocks(float *Y, int64_t ldy, const void *XQ, int64_t ldxq,
                 float d, m;
                 memcpy(&dx, xr + k + 4 * b, 4);
                 memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
-                blk(w, qx + 32 * b, s, &isum, &d, &m);
+                k_blk[dt](w, qx + 32 * b, s, &isum, &d, &m);
                 acc[b % 8] = fmaf(d * dx, (float)isum, acc[b % 8]);
                 if (has_min) acc[b % 8] = fmaf(m * dx, (float)s, acc[b % 8]);
             }
@@ -128,22 +125,35 @@ static void matmul_q_blocks(float *Y, int64_t ldy, const void *XQ, int64_t ldxq,
     }
 }
 
-#define REF(SUF, BYTES, MIN)                                                                                     \
-    static void matmul_q_##SUF##_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,            \
-                                     const void *W, int64_t k, int64_t o0, int64_t o1) {                         \
-        matmul_q_blocks(Y, ldy, XQ, ldxq, n, W, k, o0, o1, blk_##SUF, BYTES, MIN);                              \
-    }
-REF(q8_0, 34, 0)
-REF(q4_0, 18, 0)
-REF(q4_1, 20, 1)
-REF(q5_0, 22, 0)
-REF(q5_1, 24, 1)
-
-void kernels_fill_qdot_ref(qw_kernels *k) {
-    k->quantize_qa8 = quantize_qa8_ref;
-    k->matmul_q[QW_Q8_0] = matmul_q_q8_0_ref;
-    k->matmul_q[QW_Q4_0] = matmul_q_q4_0_ref;
-    k->matmul_q[QW_Q4_1] = matmul_q_q4_1_ref;
-    k->matmul_q[QW_Q5_0] = matmul_q_q5_0_ref;
-    k->matmul_q[QW_Q5_1] = matmul_q_q5_1_ref;
+static void matmul_q_q8_0_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_blocks(QW_Q8_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
 }
+static void matmul_q_q4_0_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_blocks(QW_Q4_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q4_1_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_blocks(QW_Q4_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_0_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_blocks(QW_Q5_0, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_q_q5_1_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                              int64_t k, int64_t o0, int64_t o1) {
+    matmul_q_blocks(QW_Q5_1, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+
+const qw_kernels kernels_qdot_ref = {
+    .quantize_qa8 = quantize_qa8_ref,
+    .matmul_q =
+        {
+            [QW_Q8_0] = matmul_q_q8_0_ref,
+            [QW_Q4_0] = matmul_q_q4_0_ref,
+            [QW_Q4_1] = matmul_q_q4_1_ref,
+            [QW_Q5_0] = matmul_q_q5_0_ref,
+            [QW_Q5_1] = matmul_q_q5_1_ref,
+        },
+};

@@ -1,4 +1,4 @@
-/* bf16dot_avx512bf16.c - the bf16-activation path on AVX512-BF16
+/* bf16act_avx512bf16.c - the bf16-activation path on AVX512-BF16
  * (kernels.h: to_bf16, matmul_bf16act[QW_BF16]).
  *
  * Compiled with -mavx512bf16 on top of the avx512 level's flags (Makefile)
@@ -10,7 +10,7 @@
  *    reference pads), and each output's lanes are folded in kernels.h's
  *    order. Every output is thus the same instruction sequence whatever
  *    tile it lands in: batch invariant and bitwise the reference
- *    (bf16dot_ref.c; tests/kernels/test_bf16act.c).
+ *    (bf16act_ref.c; tests/kernels/test_bf16act.c).
  * Tiles, as measured (tools/bench_bf16act.sh, Zen 4):
  *  - n <= STREAM_N (decode, small batches): one row at a time x up to 6
  *    tokens, software prefetch PF_DIST ahead in the row: the weights are
@@ -126,15 +126,9 @@ static void to_bf16(uint16_t *y, const float *x, int64_t n) {
     }
 }
 
-int kernels_fill_bf16dot_avx512bf16(qw_kernels *k) {
-    k->to_bf16 = to_bf16;
-    k->matmul_bf16act[QW_BF16] = matmul_bf16act_bf16;
-    return 1;
-}
+const qw_kernels kernels_bf16act_avx512bf16 = {
+    .to_bf16 = to_bf16,
+    .matmul_bf16act = {[QW_BF16] = matmul_bf16act_bf16},
+};
 
-#else
-int kernels_fill_bf16dot_avx512bf16(qw_kernels *k) {
-    (void)k;
-    return 0;
-}
 #endif
