@@ -133,12 +133,26 @@ static void req_finish(qw_sched *s, qw_req *r, int finish, const char *fail_msg)
     req_unref(r); /* the engine's reference */
 }
 
+/* Under s->mu, engine thread: the KV page counters into the metrics. */
+static void kv_metrics_locked(qw_sched *s) {
+    qw_kv_stats ks;
+    kv_stats(s->kv, &ks);
+    s->m.kv_pages_used = ks.pages_used;
+    s->m.kv_pages_cached = ks.pages_cached;
+    s->m.kv_bytes = ks.bytes;
+    s->m.kv_page_bytes = ks.page_bytes;
+    s->m.kv_evictions = ks.evictions - s->evictions0;
+}
+
 /* Engine thread. The slot table's request pointers and n_active are read
  * by admit and by other threads (submit, metrics, stop) under s->mu. */
 static void free_slot(qw_sched *s, int i) {
     /* the confirmed positions' pages go to the prefix cache (kvcache.h) */
     if (s->slots[i].req) kv_slot_release(s->kv, i, s->slots[i].req->toks, s->slots[i].n_past);
     pthread_mutex_lock(&s->mu);
+    /* before the request is published as finished: a client that reads
+     * /metrics after its response sees its pages released */
+    kv_metrics_locked(s);
     s->slots[i].req = NULL;
     s->slots[i].n_past = 0;
     s->slots[i].prefilling = 0;
@@ -428,6 +442,10 @@ static int step(qw_sched *s) {
         return 1;
     }
     double t1 = qw_now();
+    /* counted before any token of this step is published */
+    pthread_mutex_lock(&s->mu);
+    s->m.prefill_tokens_total += (uint64_t)n_prefill;
+    pthread_mutex_unlock(&s->mu);
 
     /* Advance positions for every token that went in (rejected drafts are
      * taken back below). */
@@ -504,16 +522,9 @@ static int step(qw_sched *s) {
     /* Prompt pages this step completed become readable by waiting slots. */
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].req) kv_slot_advance(s->kv, i, s->slots[i].n_past);
-    qw_kv_stats ks;
-    kv_stats(s->kv, &ks);
 
     pthread_mutex_lock(&s->mu);
-    s->m.prefill_tokens_total += (uint64_t)n_prefill;
-    s->m.kv_pages_used = ks.pages_used;
-    s->m.kv_pages_cached = ks.pages_cached;
-    s->m.kv_bytes = ks.bytes;
-    s->m.kv_page_bytes = ks.page_bytes;
-    s->m.kv_evictions = ks.evictions - s->evictions0;
+    kv_metrics_locked(s);
     s->m.steps++;
     s->m.busy_s += t1 - t0;
     s->m.gen_tokens_total += (uint64_t)n_generated;
