@@ -14,16 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/regfile.h"
 #include "model/model.h"
 
 #define MAX_JSON (16u << 20)
 
 static char *slurp(const char *path, size_t *len, int *missing, qw_err *err) {
     *missing = 0;
-    FILE *fp = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *fp = regfile_fopen(path, &why);
     if (!fp) {
         *missing = errno == ENOENT;
-        qw_errf(err, "config: %s: cannot open: %s", path, strerror(errno));
+        qw_errf(err, "config: %s: cannot open: %s", path, why);
         return NULL;
     }
     char *b = malloc(MAX_JSON + 1);
