@@ -49,6 +49,7 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     int max_batch = o->max_batch > 0 ? o->max_batch : 512;
     e->ctx = ctx_create(e->model, o->parallel, n_ctx, max_batch, err);
     if (!e->ctx) goto fail;
+    if (ctx_check_finite(e->ctx, e->pool, err)) goto fail;
     ctx_set_precision(e->ctx, (qw_precision)o->precision);
     qw_sched_params sp = {.n_slots = o->parallel, .queue_cap = o->queue, .prefill_chunk = 0,
                             .spec_k = o->spec_k};
