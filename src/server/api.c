@@ -1,6 +1,8 @@
 /* api.c - request parsing and response documents for the HTTP APIs (api.h). */
 #include "server/api.h"
 
+#include "server/jsonstrict.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -457,8 +459,8 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->sampling = lim->sampling;
-    const char *end = NULL;
-    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (json_strict_check(body, len, e)) return -1;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
     if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
     int rc = -1;
     if (!cJSON_IsObject(o)) {
@@ -522,6 +524,7 @@ void api_req_free(api_req *r) {
 
 int api_parse_tokenize(const char *body, size_t len, char **text, size_t *text_len, api_error *e) {
     *text = NULL;
+    if (json_strict_check(body, len, e)) return -1;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
     if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
     int rc = -1;
@@ -562,6 +565,7 @@ out:
 int api_parse_detokenize(const char *body, size_t len, int vocab, int32_t **ids, int *n, api_error *e) {
     *ids = NULL;
     *n = 0;
+    if (json_strict_check(body, len, e)) return -1;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
     if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
     int rc = -1;
