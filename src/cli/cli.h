@@ -44,6 +44,8 @@ typedef struct qw_opts {
     const char *api_key;      /* --api-key KEY */
     const char *cors;         /* --cors ORIGIN */
     long max_body;            /* --max-body BYTES (default 1 MiB) */
+    const char *alias;        /* --alias NAME: the model id served (/v1/models, "model") */
+    int any_model;            /* --any-model: accept requests naming any model */
     int server;               /* --server given */
     const char *socket_path;  /* --server PATH: Unix socket; NULL = stdin server */
 } qw_opts;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/log.h"
 #include "cli/cli.h"
@@ -18,6 +19,16 @@
 #include "server/http.h"
 
 #define GRACE_S 3.0
+
+/* The model id clients see: --alias, else the repo id when MODEL named a
+ * model in the Hugging Face cache (its folder is a commit hash), else NULL
+ * (the engine takes the GGUF's general.name or the folder name). */
+static const char *served_name(const qw_opts *o) {
+    struct stat st;
+    if (o->alias) return o->alias;
+    if (o->model && stat(o->model, &st) != 0) return o->model;
+    return NULL;
+}
 
 int mode_http(const qw_opts *o) {
     /* Signals are taken by sigwait() below; block them before any thread
@@ -53,6 +64,8 @@ int mode_http(const qw_opts *o) {
         .queue = o->queue,
         .need_tokenizer = 1,
         .sampling = o->sampling_set ? &o->sampling : NULL,
+        .model_id = served_name(o),
+        .any_model = o->any_model,
     };
     if (engine_open(&e, &eo, &err) != 0) {
         fprintf(stderr, "qwenc: %s\n", err.msg);

@@ -41,7 +41,12 @@ void usage(FILE *f) {
         "  qwenc MODEL --detokenize \"IDS\"      print text\n"
         "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
         "              [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
-        "                                      HTTP server (seed API + OpenAI API)\n"
+        "              [--alias NAME] [--any-model]\n"
+        "                                      HTTP server (seed API + OpenAI API); the model\n"
+        "                                      is served as NAME (default: the repo id, the\n"
+        "                                      GGUF's general.name or the folder name) and\n"
+        "                                      requests naming another model get 404 unless\n"
+        "                                      --any-model\n"
         "  qwenc MODEL --server PATH           Unix socket server (JSON lines)\n"
         "  qwenc MODEL --server                stdin server (\"ids|max_tokens\" lines)\n"
         "  qwenc chat MODEL [options]          interactive terminal chat\n"
@@ -230,6 +235,8 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         }
         else if (!strcmp(a, "--api-key")) { NEED_ARG; o->api_key = v; }
         else if (!strcmp(a, "--cors")) { NEED_ARG; o->cors = v; }
+        else if (!strcmp(a, "--alias")) { NEED_ARG; if (!v[0]) { fprintf(stderr, "qwenc: --alias: empty name\n"); return -1; } o->alias = v; }
+        else if (!strcmp(a, "--any-model")) { o->any_model = 1; }
         else if (!strcmp(a, "--max-body")) {
             NEED_ARG; if (parse_long(a, v, 1024, 1L << 30, &l)) return -1; o->max_body = l;
         }

@@ -72,7 +72,8 @@ typedef struct qw_layer {
 typedef struct qw_model {
     qw_config cfg;
     char *dir;          /* the folder or GGUF file it was loaded from */
-    char *name;         /* folder base name / file name without .gguf, for /v1/models */
+    char *name;         /* GGUF general.name, else the folder base name / file name
+                         * without .gguf; for /v1/models */
     qw_mat embed;       /* [vocab, hidden] model.embed_tokens.weight */
     qw_mat lm_head;     /* [vocab, hidden]; == embed when tied */
     float *final_norm;  /* [hidden] model.norm.weight */

@@ -23,6 +23,7 @@
  * key length) are refused rather than computed differently.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/model_internal.h"
@@ -165,5 +166,18 @@ int model_load_gguf(qw_model *m, model_priv *p, const char *path, qw_err *err) {
     if (gguf_open(&p->gg, path, err)) return -1;
     if (gguf_config(&m->cfg, &p->gg.f, err)) return -1;
     if (model_set_name(m, path, ".gguf", err)) return -1;
+    /* The name the file gives itself, if any, serves as the model's name
+     * (/v1/models); else the file name. */
+    const char *gn = NULL;
+    uint64_t gl = 0;
+    if (gguf_get_str(&p->gg.f, "general.name", 0, &gn, &gl, err) < 0) return -1;
+    if (gn && gl > 0 && gl < 256) {
+        char *n = malloc(gl + 1);
+        if (!n) return qw_errf(err, "model: %s: out of memory", path);
+        memcpy(n, gn, gl);
+        n[gl] = '\0';
+        free(m->name);
+        m->name = n;
+    }
     return model_build(m, &gguf_names, gguf_find_fn, &p->gg.f, path, p->gg.map.size, err);
 }

@@ -1,9 +1,11 @@
-/* api.c - request parsing and response documents for the HTTP APIs (api.h). */
+/* api.c - request parsing and response documents of every protocol: the HTTP
+ * APIs, the Unix socket line and the stdin line (api.h). */
 #include "server/api.h"
 
 #include "server/jsonstrict.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,6 +72,13 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
     va_end(ap);
     utf8_scrub(e->message);
     utf8_scrub(e->param);
+    return -1;
+}
+
+int api_model_not_found(api_error *e, const char *name, const char *served) {
+    api_fail(e, 404, "model_not_found", "model", "the model '%.100s' does not exist; this server serves '%.100s'",
+             name, served);
+    e->type = "invalid_request_error"; /* as OpenAI answers */
     return -1;
 }
 
@@ -487,7 +496,11 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         }
     }
     const char *model = NULL;
-    if (get_str(o, "model", &model, e) < 0) goto out; /* any name is accepted */
+    if (get_str(o, "model", &model, e) < 0) goto out;
+    if (model && lim->model_id && !lim->any_model && strcmp(model, lim->model_id) != 0) {
+        api_model_not_found(e, model, lim->model_id);
+        goto out;
+    }
     if (parse_stop(o, r, e) < 0) goto out;
 
     long long mt;
@@ -518,6 +531,169 @@ void api_req_free(api_req *r) {
     r->prompt = NULL;
     r->stop = NULL;
     r->n_prompt = r->n_stop = 0;
+}
+
+int stdin_parse_line(const char *line, size_t len, int vocab, int max_limit, int32_t **ids, int *n,
+                     int *max_tokens, char *msg, size_t msg_len) {
+    *ids = NULL;
+    *n = 0;
+    const char *bar = memchr(line, '|', len);
+    if (!bar) {
+        snprintf(msg, msg_len, "expected 'IDS|MAX_TOKENS', e.g. '151644 8948 198|20' (no '|' found)");
+        return -1;
+    }
+    if (memchr(bar + 1, '|', len - (size_t)(bar + 1 - line))) {
+        snprintf(msg, msg_len, "more than one '|' in the line");
+        return -1;
+    }
+    /* max_tokens */
+    const char *p = bar + 1, *end = line + len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    const char *q = end;
+    while (q > p && (q[-1] == ' ' || q[-1] == '\t' || q[-1] == '\r')) q--;
+    if (p == q) {
+        snprintf(msg, msg_len, "missing max_tokens after '|'");
+        return -1;
+    }
+    long long mt = 0;
+    for (const char *c = p; c < q; c++) {
+        if (*c < '0' || *c > '9' || mt > INT_MAX) {
+            snprintf(msg, msg_len, "max_tokens '%.*s' is not a non-negative integer", (int)(q - p > 40 ? 40 : q - p), p);
+            return -1;
+        }
+        mt = mt * 10 + (*c - '0');
+    }
+    if (mt > max_limit) {
+        snprintf(msg, msg_len, "max_tokens %lld is more than the context (%d)", mt, max_limit);
+        return -1;
+    }
+    /* ids */
+    size_t cap = 16;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    int cnt = 0;
+    p = line;
+    while (p < bar) {
+        while (p < bar && (*p == ' ' || *p == '\t' || *p == ',')) p++;
+        if (p == bar) break;
+        const char *s = p;
+        long long x = 0;
+        while (p < bar && *p != ' ' && *p != '\t' && *p != ',') {
+            if (*p < '0' || *p > '9' || x >= vocab) {
+                while (p < bar && *p != ' ' && *p != '\t' && *p != ',') p++;
+                snprintf(msg, msg_len, "token %d ('%.*s') is not a token id in [0, %d)", cnt + 1,
+                         (int)(p - s > 40 ? 40 : p - s), s, vocab);
+                free(v);
+                return -1;
+            }
+            x = x * 10 + (*p - '0');
+            p++;
+        }
+        if (x >= vocab) {
+            snprintf(msg, msg_len, "token %d (%lld) is not a token id in [0, %d)", cnt + 1, x, vocab);
+            free(v);
+            return -1;
+        }
+        if ((size_t)cnt == cap) {
+            cap *= 2;
+            int32_t *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                free(v);
+                snprintf(msg, msg_len, "out of memory");
+                return -1;
+            }
+            v = nv;
+        }
+        v[cnt++] = (int32_t)x;
+    }
+    if (cnt == 0) {
+        free(v);
+        snprintf(msg, msg_len, "no token ids before '|'");
+        return -1;
+    }
+    *ids = v;
+    *n = cnt;
+    *max_tokens = (int)mt;
+    return 0;
+}
+
+
+/* ---- the token protocols (Unix socket, stdin) --------------------------- */
+
+int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_SOCKET;
+    r->sampling = lim->sampling;
+    if (!api_utf8_valid(line, len)) return api_fail(e, 400, "invalid_utf8", NULL, "the request is not valid UTF-8");
+    cJSON *o = cJSON_ParseWithLength(line, len);
+    if (!o)
+        return api_fail(e, 400, "invalid_json", NULL,
+                        "the request is not valid JSON; expected {\"tokens\": [ids], \"max_tokens\": n}");
+    int rc = -1;
+    if (!cJSON_IsObject(o)) {
+        api_fail(e, 400, "invalid_json", NULL, "the request must be a JSON object");
+        goto out;
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tokens");
+    if (!t) {
+        api_fail(e, 400, "missing_field", "tokens", "'tokens' is required");
+        goto out;
+    }
+    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0) {
+        api_fail(e, 400, "invalid_type", "tokens", "'tokens' must be a non-empty list of token ids");
+        goto out;
+    }
+    int n = cJSON_GetArraySize(t);
+    r->prompt = malloc((size_t)n * sizeof *r->prompt);
+    if (!r->prompt) {
+        api_fail(e, 500, "out_of_memory", NULL, "out of memory");
+        goto out;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, t) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble >= lim->vocab) {
+            api_fail(e, 400, "invalid_value", "tokens", "'tokens'[%d] is not a token id in [0, %d)", r->n_prompt,
+                     lim->vocab);
+            goto out;
+        }
+        r->prompt[r->n_prompt++] = (int32_t)it->valuedouble;
+    }
+    long long mt = 50;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
+    if (is_present(m)) {
+        if (!cJSON_IsNumber(m) || m->valuedouble != floor(m->valuedouble) || m->valuedouble < 0 ||
+            m->valuedouble > lim->n_ctx) {
+            api_fail(e, 400, "invalid_value", "max_tokens", "'max_tokens' must be an integer in [0, %d]", lim->n_ctx);
+            goto out;
+        }
+        mt = (long long)m->valuedouble;
+    }
+    r->max_tokens = (int)mt;
+    if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
+    if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
+    int spec = 1;
+    if (get_bool(o, "speculative", &spec, e) < 0) goto out;
+    r->no_spec = !spec;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    if (rc != 0) api_req_free(r);
+    return rc;
+}
+
+int api_parse_stdin(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = API_STDIN;
+    r->sampling = lim->sampling;
+    char msg[256];
+    if (stdin_parse_line(line, len, lim->vocab, lim->n_ctx, &r->prompt, &r->n_prompt, &r->max_tokens, msg,
+                         sizeof msg) != 0)
+        return api_fail(e, 400, "invalid_value", NULL, "%s", msg);
+    return 0;
 }
 
 /* ---- tokenize / detokenize --------------------------------------------- */

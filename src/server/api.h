@@ -1,8 +1,9 @@
-/* api.h - the HTTP APIs' requests and responses as JSON, apart from any
- * socket: parsing and validation of request bodies, the response and SSE
- * chunk documents, and the one table mapping errors to HTTP status and
- * OpenAI-style error JSON. Pure functions (no server, no model), so the unit
- * tests check them directly.
+/* api.h - the requests and responses of every protocol, apart from any
+ * socket: parsing and validation of HTTP bodies and of the Unix socket and
+ * stdin request lines, the response and SSE chunk documents, and the one
+ * table mapping errors to HTTP status and OpenAI-style error JSON. Pure
+ * functions (no server, no model), so the unit tests check them directly;
+ * request.h runs them for every transport.
  *
  * API subset served (src/server/http.c routes to these):
  *   POST /v1/completions       the seed's API ({"prompt", "max_tokens" <= 512,
@@ -19,6 +20,8 @@
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
+ * "model" must name the served model (api_limits.model_id) unless
+ * any_model: else 404 model_not_found; absent, it means the served one.
  * Fields that would change the meaning of a request and are not supported
  * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
  * response_format other than text, logit_bias, echo, best_of > 1, suffix,
@@ -50,13 +53,20 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
 #endif
     ;
 
+/* 404 model_not_found for a request or /v1/models/ID naming a model other
+ * than the served one. Returns -1. */
+int api_model_not_found(api_error *e, const char *name, const char *served);
+
 /* {"error":{"message","type","param","code"}} (malloc'd, NUL-terminated). */
 char *api_error_json(const api_error *e);
 
 /* 1 if s[len] is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
 int api_utf8_valid(const char *s, size_t len);
 
-typedef enum { API_COMPLETION = 0, API_CHAT = 1 } api_kind;
+/* The request protocols: the two generation endpoints of the HTTP API and
+ * the token-id protocols of the Unix socket (sockserv.h) and stdin
+ * (stdinserv.h) servers. */
+typedef enum { API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3 } api_kind;
 
 /* What the server knows when it parses a request. */
 typedef struct api_limits {
@@ -66,6 +76,9 @@ typedef struct api_limits {
     qw_sampling sampling;     /* defaults for fields not given */
     int completion_max_tokens;/* seed API limit: 512 */
     int completion_default;   /* seed API default: 50 */
+    const char *model_id;     /* the served model's id; a request naming another one is
+                               * 404 model_not_found (NULL or any_model: any name works) */
+    int any_model;
 } api_limits;
 
 typedef struct api_req {
@@ -88,6 +101,19 @@ typedef struct api_req {
 int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim, api_req *r,
               api_error *e);
 void api_req_free(api_req *r);
+
+/* The Unix socket's request line ({"tokens": [...], "max_tokens", sampling
+ * fields, "ignore_eos", "speculative"}; see sockserv.h) and the stdin line
+ * ("IDS|MAX"; see stdinserv.h) as an api_req of kind API_SOCKET / API_STDIN
+ * (no stop strings, never streamed). Returns 0, or -1 and e. */
+int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e);
+int api_parse_stdin(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e);
+
+/* Parse "IDS|MAX" (len bytes, no newline). Returns 0 with *ids (malloc'd),
+ * *n, *max_tokens; or -1 with a message in msg. Each id in [0, vocab),
+ * max_tokens in [0, max_limit]. */
+int stdin_parse_line(const char *line, size_t len, int vocab, int max_limit, int32_t **ids, int *n,
+                     int *max_tokens, char *msg, size_t msg_len);
 
 /* Parse only the sampling fields of a JSON object (temperature, top_p, top_k,
  * min_p, seed, presence_penalty, frequency_penalty, repetition_penalty /

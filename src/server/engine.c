@@ -1,6 +1,7 @@
 /* engine.c - open and close the serving engine (see engine.h). */
 #include "server/engine.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -55,6 +56,14 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
                             .spec_k = o->spec_k};
     e->sched = sched_create(e->ctx, e->pool, &sp, err);
     if (!e->sched) goto fail;
+    /* A folder name is bytes: keep the id printable (it goes into JSON). */
+    const char *id = o->model_id && o->model_id[0] ? o->model_id
+                     : e->model->name && e->model->name[0] ? e->model->name
+                                                           : "qwenc";
+    snprintf(e->model_id, sizeof e->model_id, "%s", id);
+    e->any_model = o->any_model;
+    for (size_t i = 0; e->model_id[i]; i++)
+        if ((unsigned char)e->model_id[i] < 0x20 || (unsigned char)e->model_id[i] >= 0x80) e->model_id[i] = '_';
     e->sampling = engine_default_sampling(cfg, o->sampling);
     e->random_seed = o->sampling == NULL;
     LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads, speculative drafts %d",
@@ -74,3 +83,5 @@ void engine_close(qw_engine *e, double grace_s) {
     if (e->model) model_free(e->model);
     memset(e, 0, sizeof *e);
 }
+
+const char *engine_model_id(const qw_engine *e) { return e->model_id; }

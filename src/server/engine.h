@@ -28,6 +28,9 @@ typedef struct qw_engine_opts {
     int precision;      /* qw_precision of the forward passes (0 = fast) */
     int spec_k;         /* speculative decoding: most n-gram drafts per step; 0 = off */
     const qw_sampling *sampling; /* CLI sampling, or NULL for the model's defaults */
+    const char *model_id; /* the name clients see (--alias, or a hub repo id); NULL: the
+                           * GGUF's general.name, else the folder / file name */
+    int any_model;        /* 1: requests may name any model (else 404 model_not_found) */
 } qw_engine_opts;
 
 typedef struct qw_engine {
@@ -40,6 +43,8 @@ typedef struct qw_engine {
     int random_seed;      /* 1: a request without "seed" gets a fresh random one
                            * (no sampling flags on the command line) */
     int n_ctx;
+    char model_id[256];   /* engine_model_id() */
+    int any_model;        /* qw_engine_opts.any_model */
 } qw_engine;
 
 /* Open everything. Returns 0, or -1 with a message (and nothing left open). */
@@ -48,6 +53,12 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err);
 /* Stop the scheduler (grace_s seconds for running requests, then cancel),
  * then free everything. Safe on a zeroed or partly opened engine. */
 void engine_close(qw_engine *e, double grace_s);
+
+/* The name clients see for the served model (/v1/models, "model" in
+ * responses): qw_engine_opts.model_id, else the model's name (a GGUF's
+ * general.name, else the folder or file name), printable ASCII (other bytes
+ * become '_'), borrowed from e. */
+const char *engine_model_id(const qw_engine *e);
 
 /* Request defaults when a request names no sampling field: the CLI's flags
  * if given, else the model's generation_config.json, else greedy. */

@@ -26,7 +26,7 @@
 
 #include "base/log.h"
 #include "server/api.h"
-#include "server/session.h"
+#include "server/request.h"
 
 #define POLL_S 0.02
 
@@ -39,9 +39,6 @@ struct qw_http {
     char bound_host[80];     /* as written in a Host header, e.g. "127.0.0.1" or "[::1]" */
     _Atomic(qw_engine *) eng;
     atomic_int stopping;
-    atomic_ullong next_id;
-    atomic_ullong next_seed;
-    unsigned long long id_salt;
     long long start_time;
     atomic_ullong http_requests, http_errors;
 };
@@ -194,21 +191,6 @@ static route find_route(const char *url, const char **want_method) {
     return R_NONE;
 }
 
-/* splitmix64 over a per-process salt and a counter. */
-static uint64_t random_seed(qw_http *h) {
-    uint64_t z = h->id_salt + 0x9E3779B97F4A7C15ULL * (atomic_fetch_add(&h->next_seed, 1) + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static void new_id(qw_http *h, const char *prefix, char *out, size_t n) {
-    unsigned long long k = atomic_fetch_add(&h->next_id, 1);
-    unsigned long long x = (k + 1) * 0x9E3779B97F4A7C15ULL ^ h->id_salt;
-    x ^= x >> 31;
-    snprintf(out, n, "%s%016llx%08llx", prefix, x, k & 0xffffffffULL);
-}
-
 static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c) {
     qw_engine *e = atomic_load(&h->eng);
     if (!e) return send_json(h, c, 503, strdup("{\"status\":\"loading\"}"));
@@ -219,20 +201,11 @@ static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c) {
     return send_json(h, c, 200, strdup("{\"status\":\"ok\"}"));
 }
 
-static const char *model_name(qw_engine *e) {
-    return e->model->name && e->model->name[0] ? e->model->name : "qwenc";
-}
-
 /* GET /v1/models (the list) or /v1/models/ID (one: any ID names the one
  * model loaded). */
 static enum MHD_Result h_models(qw_http *h, struct MHD_Connection *c, qw_engine *e, int one) {
-    char name[256];
-    snprintf(name, sizeof name, "%s", model_name(e));
-    /* A folder name is bytes: keep the JSON valid UTF-8. */
-    for (size_t i = 0; name[i]; i++)
-        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x80) name[i] = '_';
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", name);
+    cJSON_AddStringToObject(m, "id", engine_model_id(e));
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)h->start_time);
     cJSON_AddStringToObject(m, "owned_by", "qwenc");
@@ -372,98 +345,42 @@ static int peer_gone(int fd) {
     return 0;
 }
 
+static int peer_gone_cb(void *arg) { return peer_gone(*(int *)arg); }
+
 static int conn_fd(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci ? (int)ci->connect_fd : -1;
 }
 
+/* A streamed answer: the request's SSE bytes, moved to MHD as it asks. */
 typedef struct stream_st {
-    qw_http *h;
-    api_kind kind;
-    api_req req;          /* owns the stop strings the session borrows */
-    qw_session sess;
-    char id[64];
-    const char *model;
-    long long created;
+    qw_request *q;
     int fd;
-    int phase;            /* 0 role chunk, 1 body, 2 end */
-    char *out;            /* bytes ready to send */
-    size_t out_len, out_off, out_cap;
+    const char *bytes;    /* borrowed from q until the next event */
+    size_t len, off;
+    int ended;            /* the last event was rendered */
 } stream_st;
-
-static int out_add(stream_st *st, char *s) {
-    if (!s) return -1;
-    size_t l = strlen(s);
-    if (st->out_len + l > st->out_cap) {
-        size_t cap = st->out_cap ? st->out_cap : 1024;
-        while (cap < st->out_len + l) cap *= 2;
-        char *p = realloc(st->out, cap);
-        if (!p) {
-            free(s);
-            return -1;
-        }
-        st->out = p;
-        st->out_cap = cap;
-    }
-    memcpy(st->out + st->out_len, s, l);
-    st->out_len += l;
-    free(s);
-    return 0;
-}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     stream_st *st = cls;
     (void)pos;
-    api_meta m = {.id = st->id, .created = st->created, .model = st->model};
     for (;;) {
-        if (st->out_off < st->out_len) {
-            size_t n = st->out_len - st->out_off;
+        if (st->off < st->len) {
+            size_t n = st->len - st->off;
             if (n > max) n = max;
-            memcpy(buf, st->out + st->out_off, n);
-            st->out_off += n;
+            memcpy(buf, st->bytes + st->off, n);
+            st->off += n;
             return (ssize_t)n;
         }
-        st->out_len = st->out_off = 0;
-        if (st->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (st->phase == 0) {
-            st->phase = 1;
-            if (st->kind == API_CHAT &&
-                out_add(st, api_sse_chunk(API_CHAT, &m, "assistant", NULL, 0, NULL, NULL)) < 0)
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            continue;
-        }
-        int r = session_poll(&st->sess, POLL_S);
-        if (r < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (st->sess.piece_len > 0 &&
-            out_add(st, api_sse_chunk(st->kind, &m, NULL, st->sess.piece, st->sess.piece_len, NULL, NULL)) < 0)
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (r == 1) {
-            if (st->sess.failed) {
-                api_error e;
-                api_fail(&e, 500, "engine_error", NULL, "the engine failed on this request");
-                char *j = api_error_json(&e);
-                size_t jl = j ? strlen(j) : 0;
-                char *ev = j ? malloc(jl + 9) : NULL;
-                if (ev) snprintf(ev, jl + 9, "data: %s\n\n", j);
-                free(j);
-                if (out_add(st, ev) < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
-            } else if (out_add(st, api_sse_chunk(st->kind, &m, NULL, NULL, 0, st->sess.finish, NULL)) < 0) {
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-            if (st->req.include_usage) {
-                qw_req_stats rs;
-                sched_req_stats(st->sess.req, &rs);
-                api_usage u = {st->req.n_prompt, st->sess.n_used, rs.n_drafted, rs.n_accepted};
-                if (out_add(st, api_sse_chunk(st->kind, &m, NULL, NULL, 0, NULL, &u)) < 0)
-                    return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-            if (out_add(st, strdup(API_SSE_DONE)) < 0) return MHD_CONTENT_READER_END_WITH_ERROR;
-            st->phase = 2;
-            continue;
-        }
-        if (st->sess.piece_len == 0 && peer_gone(st->fd)) {
-            LOG_DEBUG("http: %s: client went away; cancelling", st->id);
-            session_cancel(&st->sess);
+        if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        req_event ev;
+        request_next(st->q, POLL_S, &ev);
+        st->off = 0;
+        if (request_sse(st->q, &ev, &st->bytes, &st->len) != 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) st->ended = 1;
+        if (ev.kind == REQ_EV_NONE && peer_gone(st->fd)) {
+            LOG_DEBUG("http: %s: client went away; cancelling", request_id(st->q));
+            request_cancel(st->q);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
@@ -471,275 +388,155 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) {
     stream_st *st = cls;
-    session_free(&st->sess); /* releases (cancels) the request if still running */
-    api_req_free(&st->req);
-    free(st->out);
+    request_free(st->q); /* cancels the request if still running */
     free(st);
 }
 
+/* The request's reply (or error) as the response. */
+static enum MHD_Result send_reply(qw_http *h, struct MHD_Connection *c, qw_request *q) {
+    size_t len;
+    const char *body = request_reply(q, &len);
+    int status = request_status(q);
+    const api_error *ae = request_error(q);
+    if (ae && ae->status >= 500) LOG_WARN("http: %d %s", ae->status, ae->message);
+    else if (ae) LOG_DEBUG("http: %d %s", ae->status, ae->message);
+    char *copy = body ? strndup(body, len) : NULL;
+    request_free(q);
+    return send_json(h, c, status, copy);
+}
+
 static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k, api_kind kind) {
-    api_error ae;
-    api_limits lim = {
-        .tok = e->tok,
-        .vocab = e->model->cfg.vocab,
-        .n_ctx = e->n_ctx,
-        .sampling = e->sampling,
-        .completion_max_tokens = 512,
-        .completion_default = 50,
-    };
-    api_req req;
-    if (api_parse(kind, k->body, k->len, &lim, &req, &ae) < 0) return send_error(h, c, &ae);
-
-    /* OpenAI semantics: without a seed, sampling differs from request to
-     * request (unless the command line fixed the sampling, seed included). */
-    if (!req.seed_set && e->random_seed) req.sampling.seed = random_seed(h);
-    qw_req_params p = {
-        .prompt = req.prompt,
-        .n_prompt = req.n_prompt,
-        .max_new = req.max_tokens,
-        .sampling = req.sampling,
-        .ignore_eos = req.ignore_eos,
-        .no_spec = req.no_spec,
-    };
-    qw_req *r;
-    qw_err err;
-    int rc = sched_submit(e->sched, &p, &r, &err);
-    if (rc != QW_SCHED_OK) {
-        api_req_free(&req);
-        if (rc == QW_SCHED_EFULL) return fail(h, c, 503, "queue_full", NULL, "%s", err.msg);
-        if (rc == QW_SCHED_ESHUTDOWN) return fail(h, c, 503, "shutting_down", NULL, "%s", err.msg);
-        if (rc == QW_SCHED_EINVAL)
-            return fail(h, c, 400, "invalid_value", kind == API_CHAT ? "messages" : "prompt", "%s", err.msg);
-        return fail(h, c, 500, "out_of_memory", NULL, "%s", err.msg);
+    qw_request *q = request_new(e, kind);
+    if (!q) return send_json(h, c, 500, NULL);
+    if (request_start(q, k->body, k->len) != 0) return send_reply(h, c, q);
+    int fd = conn_fd(c);
+    if (!request_streaming(q)) {
+        if (request_run(q, POLL_S, peer_gone_cb, &fd) != 0) {
+            request_free(q);
+            return MHD_NO; /* the client left */
+        }
+        return send_reply(h, c, q);
     }
-    const char *prefix = kind == API_CHAT ? "chatcmpl-" : "cmpl-";
-
-    if (req.stream) {
-        stream_st *st = calloc(1, sizeof *st);
-        if (!st) {
-            sched_req_release(r);
-            api_req_free(&req);
-            return send_json(h, c, 500, NULL);
-        }
-        st->h = h;
-        st->kind = kind;
-        st->req = req;
-        if (session_init(&st->sess, r, e->tok, (const char *const *)st->req.stop, st->req.n_stop) != 0) {
-            api_req_free(&st->req);
-            free(st);
-            return send_json(h, c, 500, NULL);
-        }
-        new_id(h, prefix, st->id, sizeof st->id);
-        st->model = model_name(e);
-        st->created = (long long)time(NULL);
-        st->fd = conn_fd(c);
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st,
-                                                                      stream_free);
-        if (!resp) {
-            stream_free(st);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        add_common_headers(h, resp);
-        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
-    }
-
-    qw_session s;
-    if (session_init(&s, r, e->tok, (const char *const *)req.stop, req.n_stop) != 0) {
-        api_req_free(&req);
+    stream_st *st = calloc(1, sizeof *st);
+    if (!st) {
+        request_free(q);
         return send_json(h, c, 500, NULL);
     }
-    int fd = conn_fd(c);
-    char *text = NULL;
-    size_t tl = 0, tcap = 0;
-    int pr;
-    double last_check = qw_now();
-    for (;;) {
-        pr = session_poll(&s, POLL_S);
-        if (pr < 0) break;
-        if (s.piece_len) {
-            if (tl + s.piece_len + 1 > tcap) {
-                size_t cap = tcap ? tcap * 2 : 1024;
-                while (cap < tl + s.piece_len + 1) cap *= 2;
-                char *np = realloc(text, cap);
-                if (!np) {
-                    pr = -1;
-                    break;
-                }
-                text = np;
-                tcap = cap;
-            }
-            memcpy(text + tl, s.piece, s.piece_len);
-            tl += s.piece_len;
-        }
-        if (pr == 1) break;
-        /* Tokens may flow without a pause: check the peer by the clock. */
-        double now = qw_now();
-        if (now - last_check < POLL_S) continue;
-        last_check = now;
-        if (peer_gone(fd)) {
-            LOG_DEBUG("http: client went away; cancelling");
-            session_free(&s);
-            api_req_free(&req);
-            free(text);
-            return MHD_NO;
-        }
+    st->q = q;
+    st->fd = fd;
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st,
+                                                                  stream_free);
+    if (!resp) {
+        stream_free(st);
+        return MHD_NO;
     }
-    if (pr < 0 || s.failed) {
-        session_free(&s);
-        api_req_free(&req);
-        free(text);
-        return fail(h, c, 500, pr < 0 ? "out_of_memory" : "engine_error", NULL,
-                    pr < 0 ? "out of memory" : "the engine failed on this request");
-    }
-    qw_req_stats st;
-    sched_req_stats(s.req, &st);
-    char id[64];
-    new_id(h, prefix, id, sizeof id);
-    api_meta m = {.id = id, .created = (long long)time(NULL), .model = model_name(e)};
-    api_result res = {
-        .text = text ? text : "",
-        .text_len = tl,
-        .finish = s.finish,
-        .prompt_tokens = req.n_prompt,
-        .gen_tokens = s.n_used,
-        .draft_tokens = st.n_drafted,
-        .accepted_draft_tokens = st.n_accepted,
-        .prefill_tps = st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0,
-        .decode_tps = st.decode_s > 0 && st.n_gen > 1 ? (st.n_gen - 1) / st.decode_s : 0,
-        .elapsed_s = st.total_s,
-    };
-    char *json = kind == API_CHAT ? api_chat_json(&m, &res) : api_completion_json(&m, &res);
-    session_free(&s);
-    api_req_free(&req);
-    free(text);
-    return send_json(h, c, 200, json);
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    add_common_headers(h, resp);
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 /* ---- the access handler ---------------------------------------------------- */
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
-    qw_http *h = cls;
-    (void)version;
-    conn *k = *con_cls;
-    if (!k) {
-        k = calloc(1, sizeof *k);
-        if (!k) return MHD_NO;
-        *con_cls = k;
-        atomic_fetch_add(&h->http_requests, 1);
-        /* Checks that need no body: answer at once (MHD then discards the
-         * body and closes the connection). */
-        if (!host_ok(h, c)) {
-            k->responded = 1;
-            return fail(h, c, 403, "forbidden_host", NULL,
-                        "the Host header does not name this server (DNS-rebinding defence)");
-        }
-        if (!strcmp(method, "OPTIONS")) {
-            k->responded = 1;
-            if (!h->cfg.cors) return fail(h, c, 405, "method_not_allowed", NULL, "OPTIONS: CORS is not enabled");
-            struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-            if (!r) return MHD_NO;
-            add_common_headers(h, r);
-            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-            MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-            MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
-            enum MHD_Result ret = MHD_queue_response(c, 204, r);
-            MHD_destroy_response(r);
-            return ret;
-        }
-        const char *want = NULL;
-        route rt = find_route(url, &want);
-        if (rt != R_HEALTH && !auth_ok(h, c)) {
-            k->responded = 1;
-            api_error e;
-            api_fail(&e, 401, "invalid_api_key", NULL, "missing or wrong API key (Authorization: Bearer KEY)");
-            char *j = api_error_json(&e);
-            struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
-            if (!r) {
-                free(j);
-                return MHD_NO;
-            }
-            MHD_add_response_header(r, "Content-Type", "application/json");
-            MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-            add_common_headers(h, r);
-            atomic_fetch_add(&h->http_errors, 1);
-            enum MHD_Result ret = MHD_queue_response(c, 401, r);
-            MHD_destroy_response(r);
-            return ret;
-        }
-        if (rt == R_NONE) {
-            k->responded = 1;
-            char su[201];
-            return fail(h, c, 404, "not_found", NULL, "no such endpoint: %s", safe_url(url, su, sizeof su));
-        }
-        if (strcmp(method, want) != 0) {
-            k->responded = 1;
-            api_error e;
-            char su[201], sm[21];
-            api_fail(&e, 405, "method_not_allowed", NULL, "%s accepts %s, not %s", safe_url(url, su, sizeof su), want,
-                     safe_url(method, sm, sizeof sm));
-            char *j = api_error_json(&e);
-            struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
-            if (!r) {
-                free(j);
-                return MHD_NO;
-            }
-            MHD_add_response_header(r, "Content-Type", "application/json");
-            MHD_add_response_header(r, "Allow", want);
-            add_common_headers(h, r);
-            atomic_fetch_add(&h->http_errors, 1);
-            enum MHD_Result ret = MHD_queue_response(c, 405, r);
-            MHD_destroy_response(r);
-            return ret;
-        }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (errno || end == cl || (unsigned long long)h->cfg.max_body < v) {
-                k->responded = 1;
-                return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
-            }
-        }
-        return MHD_YES;
+/* An error response with one extra header (401's WWW-Authenticate, 405's
+ * Allow). */
+static enum MHD_Result send_error_with(qw_http *h, struct MHD_Connection *c, const api_error *e, const char *name,
+                                       const char *value) {
+    char *j = api_error_json(e);
+    struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(j);
+        return MHD_NO;
     }
-    if (*upload_data_size) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        if (k->responded || k->too_big) return MHD_YES;
-        if (k->len + n > (size_t)h->cfg.max_body) {
-            /* A chunked body past the limit: drop it and answer 413 at
-             * its end (libmicrohttpd 0.9 cannot answer in mid-upload). */
-            k->too_big = 1;
-            free(k->body);
-            k->body = NULL;
-            k->len = k->cap = 0;
-            return MHD_YES;
-        }
-        if (k->len + n + 1 > k->cap) {
-            size_t cap = k->cap ? k->cap : 4096;
-            while (cap < k->len + n + 1) cap *= 2;
-            char *p = realloc(k->body, cap);
-            if (!p) return MHD_NO;
-            k->body = p;
-            k->cap = cap;
-        }
-        memcpy(k->body + k->len, upload_data, n);
-        k->len += n;
-        k->body[k->len] = '\0';
-        return MHD_YES;
-    }
-    if (k->responded) return MHD_YES;
-    k->responded = 1;
-    if (k->too_big) return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, name, value);
+    add_common_headers(h, r);
+    atomic_fetch_add(&h->http_errors, 1);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)e->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
 
+static enum MHD_Result cors_preflight(qw_http *h, struct MHD_Connection *c) {
+    if (!h->cfg.cors) return fail(h, c, 405, "method_not_allowed", NULL, "OPTIONS: CORS is not enabled");
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    add_common_headers(h, r);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    enum MHD_Result ret = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The first call of a request: the checks that need no body. Sets
+ * k->responded when it answered (MHD then discards the body and closes the
+ * connection). */
+static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const char *url, const char *method,
+                                  conn *k) {
+    k->responded = 1;
+    if (!host_ok(h, c))
+        return fail(h, c, 403, "forbidden_host", NULL, "the Host header does not name this server (DNS-rebinding defence)");
+    if (!strcmp(method, "OPTIONS")) return cors_preflight(h, c);
+    const char *want = NULL;
+    route rt = find_route(url, &want);
+    api_error e;
+    char su[201], sm[21];
+    if (rt != R_HEALTH && !auth_ok(h, c)) {
+        api_fail(&e, 401, "invalid_api_key", NULL, "missing or wrong API key (Authorization: Bearer KEY)");
+        return send_error_with(h, c, &e, "WWW-Authenticate", "Bearer");
+    }
+    if (rt == R_NONE) return fail(h, c, 404, "not_found", NULL, "no such endpoint: %s", safe_url(url, su, sizeof su));
+    if (strcmp(method, want) != 0) {
+        api_fail(&e, 405, "method_not_allowed", NULL, "%s accepts %s, not %s", safe_url(url, su, sizeof su), want,
+                 safe_url(method, sm, sizeof sm));
+        return send_error_with(h, c, &e, "Allow", want);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (errno || end == cl || (unsigned long long)h->cfg.max_body < v)
+            return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
+    }
+    k->responded = 0;
+    return MHD_YES;
+}
+
+/* A piece of the body. */
+static enum MHD_Result on_body(qw_http *h, conn *k, const char *data, size_t n) {
+    if (k->responded || k->too_big) return MHD_YES;
+    if (k->len + n > (size_t)h->cfg.max_body) {
+        /* A chunked body past the limit: drop it and answer 413 at its end
+         * (libmicrohttpd 0.9 cannot answer in mid-upload). */
+        k->too_big = 1;
+        free(k->body);
+        k->body = NULL;
+        k->len = k->cap = 0;
+        return MHD_YES;
+    }
+    if (k->len + n + 1 > k->cap) {
+        size_t cap = k->cap ? k->cap : 4096;
+        while (cap < k->len + n + 1) cap *= 2;
+        char *p = realloc(k->body, cap);
+        if (!p) return MHD_NO;
+        k->body = p;
+        k->cap = cap;
+    }
+    memcpy(k->body + k->len, data, n);
+    k->len += n;
+    k->body[k->len] = '\0';
+    return MHD_YES;
+}
+
+/* The whole request is in: route it. */
+static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c, const char *url, conn *k) {
+    if (k->too_big) return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
     const char *want;
     route rt = find_route(url, &want);
     if (rt == R_HEALTH) return h_health(h, c);
@@ -747,6 +544,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     qw_engine *e = atomic_load(&h->eng);
     if (rt == R_METRICS) return h_metrics(h, c, e);
     if (!e) return fail(h, c, 503, "loading", NULL, "the model is loading");
+    if (rt == R_MODEL && !e->any_model && strcmp(url + strlen("/v1/models/"), engine_model_id(e)) != 0) {
+        api_error ae;
+        api_model_not_found(&ae, url + strlen("/v1/models/"), engine_model_id(e));
+        return send_error(h, c, &ae);
+    }
     if (rt == R_MODELS || rt == R_MODEL) return h_models(h, c, e, rt == R_MODEL);
     /* POST bodies. */
     if (!k->body) {
@@ -762,6 +564,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_DETOKENIZE: return h_detokenize(h, c, e, k);
     default: return fail(h, c, 404, "not_found", NULL, "no such endpoint");
     }
+}
+
+/* libmicrohttpd's access callback: called first with the headers, then once
+ * per piece of the body, then once more with none. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    qw_http *h = cls;
+    (void)version;
+    conn *k = *con_cls;
+    if (!k) {
+        k = calloc(1, sizeof *k);
+        if (!k) return MHD_NO;
+        *con_cls = k;
+        atomic_fetch_add(&h->http_requests, 1);
+        return on_headers(h, c, url, method, k);
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        return on_body(h, k, upload_data, n);
+    }
+    if (k->responded) return MHD_YES;
+    k->responded = 1;
+    return on_complete_request(h, c, url, k);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -789,10 +616,6 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     if (h->cfg.max_body <= 0) h->cfg.max_body = 1L << 20;
     if (h->cfg.max_conns <= 0) h->cfg.max_conns = 256;
     h->start_time = (long long)time(NULL);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    h->id_salt = ((unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec) ^
-                 ((unsigned long long)getpid() << 40);
     atomic_init(&h->eng, NULL);
     atomic_init(&h->stopping, 0);
 

@@ -4,8 +4,9 @@
  *
  *   GET  /health               200 {"status":"ok"} (503 {"status":"loading"});
  *                              "random_weights": true for synthetic models
- *   GET  /v1/models            the one loaded model (any "model" name works);
- *                              /v1/models/ID returns it for any ID
+ *   GET  /v1/models            the one loaded model, under engine_model_id();
+ *                              /v1/models/ID returns it for that ID, else 404
+ *                              model_not_found (any ID with --any-model)
  *   GET  /metrics              Prometheus text format
  *   POST /v1/completions       seed API + OpenAI completions (+ "stream")
  *   POST /v1/chat/completions  OpenAI chat completions (+ SSE streaming)
@@ -13,11 +14,12 @@
  *   POST /detokenize           {"tokens": [...]} -> {"content"}
  * (/completions and /chat/completions, /models answer too.)
  *
- * Threads: libmicrohttpd runs one thread per connection; a handler parses
- * the body, submits to the scheduler and waits on the request's output
- * channel (streaming from a content-reader callback), polling the socket so
- * that a client that goes away cancels its request within one engine step.
- * Handlers never touch the model.
+ * Threads: libmicrohttpd runs one thread per connection. The generation
+ * handlers only move bytes: the request lifecycle (parse, submit, text,
+ * stop strings, usage, errors) is request.h's; a handler hands it the body
+ * and sends back its reply, or its SSE events from a content-reader
+ * callback, polling the socket so that a client that goes away cancels its
+ * request within one engine step. Handlers never touch the model.
  *
  * Security: bound to 127.0.0.1 by default; when bound to a loopback address
  * the Host header must name localhost, 127.0.0.1 or [::1] with the bound

@@ -1,9 +1,7 @@
 /* sockserv.c - the Unix socket server (see sockserv.h for the protocol). */
 #include "server/sockserv.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,8 +14,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "engine/generate.h"
-#include "server/api.h"
+#include "server/request.h"
 
 #ifndef MSG_NOSIGNAL
 #define MSG_NOSIGNAL 0 /* macOS: SIGPIPE is ignored by the server modes */
@@ -39,135 +36,20 @@ struct qw_sockserv {
     int wake[2];   /* pipe: wakes the accept loop */
 };
 
-static char *err_line(const char *fmt, const char *a, const char *b) {
-    char msg[1400];
-    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "error", msg);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
+#define GONE_POLL_S 0.05
 
 char *sockserv_handle_line(qw_engine *e, const char *line, size_t len, int (*gone)(void *), void *gone_arg) {
-    if (!api_utf8_valid(line, len)) return err_line("the request is not valid UTF-8%s%s", NULL, NULL);
-    cJSON *o = cJSON_ParseWithLength(line, len);
-    if (!o) return err_line("the request is not valid JSON; expected {\"tokens\": [ids], \"max_tokens\": n}%s%s", NULL, NULL);
-    char *out = NULL;
-    int32_t *ids = NULL;
-    qw_req *r = NULL;
-    api_error ae;
-    if (!cJSON_IsObject(o)) {
-        out = err_line("the request must be a JSON object%s%s", NULL, NULL);
-        goto done;
+    static const char oom[] = "{\"error\":\"out of memory\"}";
+    qw_request *q = request_new(e, API_SOCKET);
+    if (!q) return strdup(oom);
+    if (request_start(q, line, len) == 0 && request_run(q, GONE_POLL_S, gone, gone_arg) != 0) {
+        request_free(q); /* the client left: nobody to answer */
+        return NULL;
     }
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tokens");
-    if (!t) {
-        out = err_line("'tokens' is required%s%s", NULL, NULL);
-        goto done;
-    }
-    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0) {
-        out = err_line("'tokens' must be a non-empty list of token ids%s%s", NULL, NULL);
-        goto done;
-    }
-    int n = cJSON_GetArraySize(t), vocab = e->model->cfg.vocab;
-    ids = malloc((size_t)n * sizeof *ids);
-    if (!ids) {
-        out = err_line("out of memory%s%s", NULL, NULL);
-        goto done;
-    }
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, t) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
-            it->valuedouble >= vocab) {
-            char a[64], b[64];
-            snprintf(a, sizeof a, "%d", i);
-            snprintf(b, sizeof b, "%d", vocab);
-            out = err_line("'tokens'[%s] is not a token id in [0, %s)", a, b);
-            goto done;
-        }
-        ids[i++] = (int32_t)it->valuedouble;
-    }
-    long long max_tokens = 50;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
-    if (mt && !cJSON_IsNull(mt)) {
-        if (!cJSON_IsNumber(mt) || mt->valuedouble != floor(mt->valuedouble) || mt->valuedouble < 0 ||
-            mt->valuedouble > e->n_ctx) {
-            char b[64];
-            snprintf(b, sizeof b, "%d", e->n_ctx);
-            out = err_line("'max_tokens' must be an integer in [0, %s]%s", b, NULL);
-            goto done;
-        }
-        max_tokens = (long long)mt->valuedouble;
-    }
-    qw_req_params p = {.prompt = ids, .n_prompt = n, .max_new = (int)max_tokens, .sampling = e->sampling};
-    if (api_parse_sampling(o, &p.sampling, &ae) < 0) {
-        out = err_line("%s%s", ae.message, NULL);
-        goto done;
-    }
-    const cJSON *ie = cJSON_GetObjectItemCaseSensitive(o, "ignore_eos");
-    if (ie && !cJSON_IsNull(ie)) {
-        if (!cJSON_IsBool(ie)) {
-            out = err_line("'ignore_eos' must be a boolean%s%s", NULL, NULL);
-            goto done;
-        }
-        p.ignore_eos = cJSON_IsTrue(ie);
-    }
-    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "speculative");
-    if (sp && !cJSON_IsNull(sp)) {
-        if (!cJSON_IsBool(sp)) {
-            out = err_line("'speculative' must be a boolean%s%s", NULL, NULL);
-            goto done;
-        }
-        p.no_spec = !cJSON_IsTrue(sp);
-    }
-    qw_err err;
-    if (sched_submit(e->sched, &p, &r, &err) != QW_SCHED_OK) {
-        out = err_line("%s%s", err.msg, NULL);
-        r = NULL;
-        goto done;
-    }
-    int cursor = 0;
-    const int32_t *toks;
-    while (!sched_req_done(r)) {
-        sched_req_wait(r, &cursor, &toks, 0.05);
-        if (gone && gone(gone_arg)) {
-            LOG_DEBUG("socket: client went away; cancelling");
-            goto done; /* release below cancels */
-        }
-    }
-    cursor = 0;
-    int ng = sched_req_wait(r, &cursor, &toks, 0);
-    qw_req_stats st;
-    sched_req_stats(r, &st);
-    if (st.failed) {
-        out = err_line("the engine failed: %s%s", st.msg, NULL);
-        goto done;
-    }
-    {
-        char *buf = NULL;
-        size_t bl = 0;
-        FILE *f = open_memstream(&buf, &bl);
-        if (!f) {
-            out = err_line("out of memory%s%s", NULL, NULL);
-            goto done;
-        }
-        fputs("{\"tokens\":[", f);
-        for (int k = 0; k < ng; k++) fprintf(f, k ? ",%d" : "%d", (int)toks[k]);
-        double ptps = st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0;
-        double dtps = st.decode_s > 0 && ng > 1 ? (ng - 1) / st.decode_s : 0;
-        fprintf(f, "],\"prompt_tokens\":%d,\"gen_tokens\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
-                   "\"elapsed_s\":%.3f,\"finish_reason\":\"%s\",\"draft_tokens\":%d,\"accepted_draft_tokens\":%d}",
-                st.n_prompt, ng, ptps, dtps, st.total_s, st.finish == QW_FINISH_LENGTH ? "length" : "stop",
-                st.n_drafted, st.n_accepted);
-        fclose(f);
-        out = buf;
-    }
-done:
-    if (r) sched_req_release(r);
-    free(ids);
-    cJSON_Delete(o);
+    size_t n;
+    const char *reply = request_reply(q, &n);
+    char *out = reply ? strndup(reply, n) : strdup(oom);
+    request_free(q);
     return out;
 }
 

@@ -20,7 +20,9 @@
  * Connections are served concurrently, each by its own thread, through the
  * shared scheduler; a client that hangs up cancels its request. A stale
  * socket file (nobody listening) is replaced; a live one is an error. The
- * file is removed when the server stops.
+ * file is removed when the server stops. The request itself (parsing,
+ * submission, the reply line, errors) is request.h's; this module moves the
+ * line in and the answer out.
  */
 #ifndef QW_SOCKSERV_H
 #define QW_SOCKSERV_H

@@ -8,7 +8,8 @@
  * line gets one line starting with "error: " and the server reads on; blank
  * lines are skipped. At end of input the server finishes the request in
  * hand and returns 0. Requests are served one at a time, in order. Sampling
- * is greedy unless the command line gave sampling flags.
+ * is greedy unless the command line gave sampling flags. The request itself
+ * is request.h's; this module moves lines.
  */
 #ifndef QW_STDINSERV_H
 #define QW_STDINSERV_H
@@ -17,13 +18,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/api.h"
 #include "server/engine.h"
 
-/* Parse "IDS|MAX" (len bytes, no newline). Returns 0 with *ids (malloc'd),
- * *n, *max_tokens; or -1 with a message in msg. Each id in [0, vocab),
- * max_tokens in [0, max_limit]. */
-int stdin_parse_line(const char *line, size_t len, int vocab, int max_limit, int32_t **ids, int *n,
-                     int *max_tokens, char *msg, size_t msg_len);
+/* The line parser, stdin_parse_line(), is in api.h with the other protocols. */
 
 /* Serve lines from in_fd to out until end of input (returns 0) or until
  * stop_fd becomes readable (the running request is cancelled; returns 0).

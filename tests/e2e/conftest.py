@@ -338,8 +338,10 @@ class Proc:
 
 
 class HttpServer(Proc):
-    def __init__(self, model, *extra, startup_timeout=60):
-        args = [QWENC, model, "--http", "0", "--threads", THREADS, *extra]
+    # any_model: the suite's clients name models freely ("gpt-4o-mini", "m");
+    # test_http_names.py starts servers without it to check model_not_found.
+    def __init__(self, model, *extra, startup_timeout=60, any_model=True):
+        args = [QWENC, model, "--http", "0", "--threads", THREADS, *(["--any-model"] if any_model else []), *extra]
         super().__init__(args)
         m = self.wait_stderr(LISTEN_RE, startup_timeout)
         if not m:
