@@ -44,6 +44,9 @@ typedef struct qw_opts {
     const char *api_key;      /* --api-key KEY */
     const char *cors;         /* --cors ORIGIN */
     long max_body;            /* --max-body BYTES (default 1 MiB) */
+    int max_conns;            /* --max-conns N open connections (HTTP and socket; default 1024) */
+    double header_timeout;    /* --header-timeout S: request head (socket: line) deadline (default 10) */
+    double drain_s;           /* --drain S: on SIGTERM finish running requests for up to S (default 3) */
     const char *alias;        /* --alias NAME: the model id served (/v1/models, "model") */
     int any_model;            /* --any-model: accept requests naming any model */
     int server;               /* --server given */

@@ -45,6 +45,7 @@ int mode_socket(const qw_opts *o) {
         free(dir);
         return 1;
     }
+    sockserv_set_limits(s, o->max_conns, o->header_timeout);
     fprintf(stderr, "qwenc: listening on unix:%s\n", o->socket_path);
     fflush(stderr);
     cli_wait_stop_signal(&set);

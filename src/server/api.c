@@ -628,6 +628,7 @@ int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_re
     r->kind = API_SOCKET;
     r->sampling = lim->sampling;
     if (!api_utf8_valid(line, len)) return api_fail(e, 400, "invalid_utf8", NULL, "the request is not valid UTF-8");
+    if (json_strict_check(line, len, e)) return -1;
     cJSON *o = cJSON_ParseWithLength(line, len);
     if (!o)
         return api_fail(e, 400, "invalid_json", NULL,
