@@ -53,7 +53,7 @@ void usage(FILE *f) {
         "                                      --any-model\n"
         "                                      --max-conns: open connections at most (1024);\n"
         "                                      --header-timeout: seconds for a request head\n"
-        "                                      (10); --drain: on SIGTERM stop accepting,\n"
+        "                                      (10; a body gets 6x that); --drain: on SIGTERM stop accepting,\n"
         "                                      /health 503, finish running requests for up\n"
         "                                      to S seconds (3)\n"
         "  qwenc MODEL --server PATH           Unix socket server (JSON lines; --max-conns,\n"
