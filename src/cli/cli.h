@@ -102,6 +102,9 @@ int cli_quantize(const qw_opts *o, struct qw_model *m);
  * thread starts. */
 void cli_block_stop_signals(sigset_t *set);
 
+/* Server modes: cap glibc's malloc arenas (see common.c for the numbers). */
+void cli_server_malloc_limits(void);
+
 /* Wait for one of the signals blocked by cli_block_stop_signals(), say on
  * stderr that the server is shutting down, and return the signal. */
 int cli_wait_stop_signal(const sigset_t *set);

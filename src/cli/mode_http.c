@@ -34,6 +34,7 @@ int mode_http(const qw_opts *o) {
      * starts so that every thread inherits the mask. */
     sigset_t set;
     cli_block_stop_signals(&set);
+    cli_server_malloc_limits();
 
     char *dir = cli_model_dir(o->model);
     if (!dir) return 1;

@@ -16,6 +16,7 @@
 int mode_socket(const qw_opts *o) {
     sigset_t set;
     cli_block_stop_signals(&set);
+    cli_server_malloc_limits();
 
     char *dir = cli_model_dir(o->model);
     if (!dir) return 1;

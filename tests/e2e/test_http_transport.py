@@ -4,6 +4,7 @@ Transfer-Encoding, conflicting Content-Length / Host. Every case fails on
 the server before the admission gate (src/server/gate.c)."""
 
 import json
+import re
 import resource
 import socket
 import time
@@ -249,3 +250,50 @@ def test_slowloris_does_not_stop_a_normal_request(model_dir, clients, extra):
         for k in socks:
             k.close()
         stop_checked(s)
+
+
+# ---- --drain ---------------------------------------------------------------------------
+
+def test_drain_on_sigterm(model_dir):
+    """SIGTERM with --drain: new connections are refused, /health answers
+    503 on a connection already open, the request running finishes (200,
+    not cut), then exit 0."""
+    import signal
+    import threading
+
+    import requests
+
+    s = start_http(model_dir, "--drain", "30", "--parallel", "1")
+    sess = requests.Session()
+    assert sess.get(s.url + "/health", timeout=5).status_code == 200   # keep-alive connection open
+    body = {"messages": [{"role": "user", "content": "a long one"}], "max_tokens": 300, "ignore_eos": True}
+    res = {}
+
+    def run():
+        res["r"] = requests.post(s.url + "/v1/chat/completions", json=body, timeout=120)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:            # wait until it runs
+        m = requests.get(s.url + "/metrics", timeout=5).text
+        if re.search(r"^\w*active_slots 1$", m, re.M):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    s.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    refused = False
+    try:
+        socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
+    except OSError:
+        refused = True
+    assert refused, "a new connection was accepted while draining"
+    h = sess.get(s.url + "/health", timeout=5)
+    assert h.status_code == 503 and "draining" in h.text, (h.status_code, h.text)
+    t.join(120)
+    r = res["r"]
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["choices"][0]["finish_reason"] == "length", r.json()["choices"][0]
+    rc = s.proc.wait(30)
+    assert rc == 0
