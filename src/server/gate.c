@@ -282,10 +282,7 @@ static void *gate_main(void *arg) {
             cap_pf = nc;
         }
         pf[0] = (struct pollfd){.fd = g->wake[0], .events = POLLIN};
-        /* Full and nobody waiting for a head: leave new connections in the
-         * backlog until one closes (gate_conn_closed wakes us). */
-        int full = open_now(g) >= g->cfg.max_conns && g->n_w == 0;
-        pf[1] = (struct pollfd){.fd = listening && !full ? g->cfg.listen_fd : -1, .events = POLLIN};
+        pf[1] = (struct pollfd){.fd = listening ? g->cfg.listen_fd : -1, .events = POLLIN};
         for (int i = 0; i < g->n_w; i++) pf[2 + i] = (struct pollfd){.fd = g->w[i].fd, .events = POLLIN};
         int ms = (int)((next - t) * 1000) + 1;
         int r = poll(pf, (nfds_t)n, ms < 1 ? 1 : ms);

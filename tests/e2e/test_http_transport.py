@@ -297,3 +297,35 @@ def test_drain_on_sigterm(model_dir):
     assert r.json()["choices"][0]["finish_reason"] == "length", r.json()["choices"][0]
     rc = s.proc.wait(30)
     assert rc == 0
+
+
+def test_full_of_real_requests_refuses_503_at_once(model_dir):
+    """--max-conns 2 with two requests running: a third connection gets 503
+    with Retry-After at once (not a hang in the backlog)."""
+    import threading
+
+    import requests
+
+    s = start_http(model_dir, "--max-conns", "2", "--parallel", "2")
+    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 400, "ignore_eos": True, "stream": True}
+    streams = [requests.post(s.url + "/v1/chat/completions", json=body, stream=True, timeout=60) for _ in range(2)]
+    try:
+        for r in streams:
+            assert r.status_code == 200
+            next(r.iter_lines())                  # both are running
+        t0 = time.monotonic()
+        out, _ = raw_exchange(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % s.port, timeout=5)
+        dt = time.monotonic() - t0
+        assert status_of(out) == 503 and b"Retry-After" in out, out[:300]
+        assert dt < 1.0, f"refused after {dt:.2f} s"
+    finally:
+        for r in streams:
+            r.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:            # the slots free up: served again
+        out, _ = raw_exchange(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % s.port)
+        if status_of(out) == 200:
+            break
+        time.sleep(0.1)
+    assert status_of(out) == 200, out[:200]
+    stop_checked(s)
