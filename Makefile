@@ -120,7 +120,7 @@ asan:
 
 # The tests of the threaded code (scheduler, thread pool) under
 # ThreadSanitizer: any data race fails them. TSAN_TESTS may name others.
-TSAN_TESTS ?= unit/test_sched unit/test_pool unit/test_request
+TSAN_TESTS ?= unit/test_sched unit/test_pool unit/test_gate unit/test_request
 tsan:
 	$(MAKE) BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread -fno-omit-frame-pointer" \
 	  $(TSAN_TESTS:%=build-tsan/tests/%)
