@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "server/api.h"
 #include "server/gate.h"
+#include "server/httphead.h"
 #include "server/request.h"
 
 #define POLL_S 0.02
@@ -528,9 +529,66 @@ static enum MHD_Result cors_preflight(qw_http *h, struct MHD_Connection *c) {
 /* The first call of a request: the checks that need no body. Sets
  * k->responded when it answered (MHD then discards the body and closes the
  * connection). */
+/* The head as MHD parsed it, rebuilt for httphead_check(): the gate checks
+ * the first request of a connection before MHD sees it, this every request
+ * (later ones on a keep-alive connection never pass the gate). */
+typedef struct head_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} head_buf;
+
+static void hb_put(head_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->n + n) nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+
+static enum MHD_Result hb_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                 const char *value, size_t value_size) {
+    head_buf *b = cls;
+    (void)kind;
+    hb_put(b, key, key_size);
+    hb_put(b, ": ", 2);
+    if (value) hb_put(b, value, value_size);
+    hb_put(b, "\r\n", 2);
+    return MHD_YES;
+}
+
+static int head_refused(struct MHD_Connection *c, const char *method, const char *version, char *why, size_t wl) {
+    head_buf b = {0};
+    hb_put(&b, method, strlen(method));
+    hb_put(&b, " / ", 3);
+    hb_put(&b, version, strlen(version));
+    hb_put(&b, "\r\n", 2);
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, hb_header, &b);
+    hb_put(&b, "\r\n", 2);
+    int st = b.oom ? 0 : httphead_check(b.p, b.n, why, wl);
+    free(b.p);
+    return st;
+}
+
 static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const char *url, const char *method,
-                                  conn *k) {
+                                  const char *version, conn *k) {
     k->responded = 1;
+    char why[160];
+    int bad = head_refused(c, method, version ? version : "HTTP/1.1", why, sizeof why);
+    if (bad) {
+        api_error ae;
+        api_fail(&ae, bad, bad == 501 ? "not_implemented" : "bad_request", NULL, "%s", why);
+        return send_error_with(h, c, &ae, "Connection", "close");
+    }
     if (!host_ok(h, c))
         return fail(h, c, 403, "forbidden_host", NULL, "the Host header does not name this server (DNS-rebinding defence)");
     if (!strcmp(method, "OPTIONS")) return cors_preflight(h, c);
@@ -645,7 +703,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->t0 = mono_now();
         k->http11 = version && !strcmp(version, "HTTP/1.1");
         atomic_fetch_add(&h->http_requests, 1);
-        return on_headers(h, c, url, method, k);
+        return on_headers(h, c, url, method, version, k);
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;

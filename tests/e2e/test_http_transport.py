@@ -329,3 +329,31 @@ def test_full_of_real_requests_refuses_503_at_once(model_dir):
         time.sleep(0.1)
     assert status_of(out) == 200, out[:200]
     stop_checked(s)
+
+
+@pytest.mark.parametrize("what,headers,want", [
+    ("two Host headers", [b"Host: evil.example", b"Content-Length: %d" % len(CHAT)], 400),
+    ("conflicting Content-Length", [b"Content-Length: %d" % len(CHAT), b"Content-Length: 3"], 400),
+    ("gzip Transfer-Encoding", [b"Transfer-Encoding: gzip, chunked"], 501),
+])
+def test_second_request_on_a_keepalive_connection_is_checked_too(srv, what, headers, want):
+    """The gate sees only a connection's first head; later ones are checked
+    as libmicrohttpd parsed them."""
+    c = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    try:
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % srv.port)
+        first = b""
+        while not _complete(first):
+            first += c.recv(65536)
+        assert status_of(first) == 200
+        c.sendall(req(srv.port, headers=[b"Host: 127.0.0.1:%d" % srv.port] + headers))
+        out = b""
+        t0 = time.monotonic()
+        while not _complete(out) and time.monotonic() - t0 < 5:
+            b = c.recv(65536)
+            if not b:
+                break
+            out += b
+    finally:
+        c.close()
+    assert status_of(out) == want, f"{what}: {out[:300]!r}"
