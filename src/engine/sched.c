@@ -32,6 +32,12 @@ struct qw_req {
     qw_sampling sampling;
     qw_sampler *sampler;  /* engine thread only */
     qw_drafter drafter;   /* engine thread only */
+    /* logprobs (NULL unless asked): written by the engine thread before the
+     * token they describe is published */
+    int top_logprobs;
+    qw_logprob *lp;       /* [max_new] generated tokens */
+    qw_logprob *plp;      /* [n_prompt] prompt tokens ([0] unused) */
+    float *lp_logits;     /* [vocab] the sampler's copy of a logits row */
     /* published under mu */
     int n_gen;
     int done;
@@ -48,6 +54,7 @@ typedef struct slot {
     int row0;      /* first logits row, -1 = none */
     int n_draft;   /* drafted tokens after the decode token */
     int n_out;     /* tokens sampled from the rows (accepted drafts + 1) */
+    int prow0, ppos0, pn; /* prompt logprobs: pn logits rows from prow0 for positions ppos0.. */
 } slot;
 
 struct qw_sched {
@@ -83,6 +90,9 @@ static void req_unref(qw_req *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
     sampler_free(r->sampler);
     free(r->toks);
+    free(r->lp);
+    free(r->plp);
+    free(r->lp_logits);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -207,7 +217,17 @@ static void sample_slot(qw_sched *s, slot *sl) {
     sl->n_out = 0;
     for (int j = 0; j <= sl->n_draft; j++) {
         int row = sl->row0 + j;
-        int32_t t = sampler_sample(r->sampler, ctx_logits(s->ctx, row), r->toks, n_hist + j);
+        int32_t t;
+        if (r->lp) {
+            /* The sampler may change its logits: it gets a copy, the record
+             * the raw row. */
+            const float *raw = ctx_logits(s->ctx, row);
+            memcpy(r->lp_logits, raw, (size_t)s->vocab * sizeof(float));
+            t = sampler_sample(r->sampler, r->lp_logits, r->toks, n_hist + j);
+            logprob_record(raw, s->vocab, t, r->top_logprobs, &r->lp[r->n_gen + j]);
+        } else {
+            t = sampler_sample(r->sampler, ctx_logits(s->ctx, row), r->toks, n_hist + j);
+        }
         s->row_tok[row] = t;
         sl->n_out++;
         if (j == sl->n_draft || t != r->toks[n_hist + j]) break;
@@ -244,7 +264,7 @@ static int step(qw_sched *s) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_CANCEL, NULL);
             did = 1;
-        } else if (r->max_new == 0) {
+        } else if (r->max_new == 0 && !r->plp) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_LENGTH, NULL);
             did = 1;
@@ -258,6 +278,7 @@ static int step(qw_sched *s) {
     for (int i = 0; i < s->n_slots; i++) {
         s->slots[i].row0 = -1;
         s->slots[i].n_draft = 0;
+        s->slots[i].pn = 0;
         if (s->slots[i].req && !s->slots[i].prefilling) n_gen_slots++;
     }
     int draft_room = s->max_batch - n_gen_slots;
@@ -312,8 +333,15 @@ static int step(qw_sched *s) {
             s->b_tok[n] = r->toks[sl->n_past + k];
             s->b_pos[n] = sl->n_past + k;
             s->b_slot[n] = i;
-            s->b_want[n] = 0;
+            s->b_want[n] = r->plp != NULL; /* prompt logprobs: every position's logits */
             n++;
+        }
+        if (r->plp) {
+            sl->prow0 = n_rows;
+            sl->ppos0 = sl->n_past;
+            sl->pn = take;
+            n_rows += take - 1; /* the last one is counted below if it ends the prompt */
+            if (take != left) n_rows++;
         }
         if (take == left) {
             s->b_want[n - 1] = 1;
@@ -344,6 +372,17 @@ static int step(qw_sched *s) {
      * taken back below). */
     for (int k = 0; k < n; k++) s->slots[s->b_slot[k]].n_past++;
 
+    /* Prompt logprobs: row k of a chunk predicts the prompt token after it. */
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        for (int k = 0; k < sl->pn; k++) {
+            int pos = sl->ppos0 + k;
+            if (pos + 1 < sl->req->n_prompt)
+                logprob_record(ctx_logits(s->ctx, sl->prow0 + k), s->vocab, sl->req->toks[pos + 1],
+                               sl->req->top_logprobs, &sl->req->plp[pos + 1]);
+        }
+    }
+
     /* Sample every slot with rows; slots are independent (own sampler, own
      * logits rows, own history), so the pool's threads share them. */
     if (s->n_ent > 1 && pool_threads(s->pool) > 1) pool_run(s->pool, sample_slots, s);
@@ -371,6 +410,11 @@ static int step(qw_sched *s) {
             }
         }
         sl->prefilling = 0;
+        if (r->n_gen >= r->max_new) { /* max_new 0, prefilled for its prompt logprobs only */
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_LENGTH, NULL);
+            continue;
+        }
         for (int j = 0; j < sl->n_out; j++) {
             int32_t t = s->row_tok[sl->row0 + j];
             if (!r->ignore_eos && is_eos(&s->model->cfg, t)) {
@@ -598,9 +642,23 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     }
     r->toks = malloc(((size_t)p->n_prompt + (size_t)max_new + 1) * sizeof(int32_t));
     r->sampler = sampler_create(&p->sampling, s->vocab);
-    if (!r->toks || !r->sampler) {
+    int lp_ok = 1;
+    if (p->logprobs || p->prompt_logprobs) {
+        int k = p->top_logprobs;
+        r->top_logprobs = k < 0 ? 0 : k > QW_MAX_TOP_LOGPROBS ? QW_MAX_TOP_LOGPROBS : k;
+        if (p->logprobs) {
+            r->lp = malloc(((size_t)max_new + 1) * sizeof *r->lp);
+            r->lp_logits = malloc((size_t)s->vocab * sizeof(float));
+            lp_ok = r->lp && r->lp_logits;
+        }
+        if (p->prompt_logprobs) lp_ok = lp_ok && (r->plp = calloc((size_t)p->n_prompt, sizeof *r->plp));
+    }
+    if (!r->toks || !r->sampler || !lp_ok) {
         sampler_free(r->sampler);
         free(r->toks);
+        free(r->lp);
+        free(r->plp);
+        free(r->lp_logits);
         free(r);
         qw_errf(err, "out of memory");
         return QW_SCHED_ENOMEM;
@@ -608,6 +666,7 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     atomic_init(&r->refs, 2);
+
     atomic_init(&r->cancel, 0);
     memcpy(r->toks, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
     r->n_prompt = p->n_prompt;
@@ -689,6 +748,8 @@ void sched_req_stats(qw_req *r, qw_req_stats *st) {
     if (r->n_gen > 0) st->decode_s = now - r->t_first;
     pthread_mutex_unlock(&r->mu);
 }
+
+const qw_logprob *sched_req_logprobs(qw_req *r, int prompt) { return prompt ? r->plp : r->lp; }
 
 void sched_req_release(qw_req *r) {
     if (!r) return;

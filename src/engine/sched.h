@@ -68,6 +68,7 @@
 #include "base/err.h"
 #include "infer/forward.h"
 #include "runtime/pool.h"
+#include "sample/logprob.h"
 #include "sample/sampler.h"
 
 typedef struct qw_sched qw_sched;
@@ -121,6 +122,12 @@ typedef struct qw_req_params {
     qw_sampling sampling;
     int ignore_eos;        /* 1: do not stop at EOS ids */
     int no_spec;           /* 1: no drafts for this request (plain decoding) */
+    int logprobs;          /* 1: a qw_logprob record per generated token (logprob.h: raw
+                            * logits' log-softmax, before temperature and penalties) */
+    int top_logprobs;      /* alternatives per record, 0..QW_MAX_TOP_LOGPROBS */
+    int prompt_logprobs;   /* 1: records for prompt tokens 1..n_prompt-1 too (each given
+                            * the tokens before it): every prompt position is computed
+                            * with its logits, none may be skipped */
 } qw_req_params;
 
 /* Queue a request. Returns QW_SCHED_OK and *out (the caller's handle, to be
@@ -154,10 +161,20 @@ typedef struct qw_req_stats {
     int failed;       /* 1 if the engine failed on this request (see msg) */
     int n_drafted;    /* draft tokens sent to the model for verification */
     int n_accepted;   /* of those, accepted (each one a token gained) */
+    int n_cached;     /* prompt tokens whose KV came from the prefix cache */
     char msg[256];
 } qw_req_stats;
 
 void sched_req_stats(qw_req *r, qw_req_stats *st);
+
+/* The request's logprob records (NULL unless it asked): prompt == 0: one
+ * per generated token, [i] for the i-th, valid for the tokens
+ * sched_req_wait() has returned (published with them); prompt == 1: [i]
+ * for prompt token i, i in [1, n_prompt), valid once the first generated
+ * token is published or the request is done (unless it was cancelled
+ * before its prompt was computed). A request with prompt_logprobs and
+ * max_new 0 computes its prompt and ends with LENGTH, no token. */
+const qw_logprob *sched_req_logprobs(qw_req *r, int prompt);
 
 /* Drop the consumer's handle (cancels the request if still running). */
 void sched_req_release(qw_req *r);

@@ -96,6 +96,27 @@ char *api_error_json(const api_error *e) {
     return s;
 }
 
+char *api_utf8_lossy(const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    char *out = malloc(len * 3 + 1); /* each bad byte becomes 3 */
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t l = utf8_char_len(s + i, len - i);
+        if (l == 0) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(out + o, s + i, l);
+        o += l;
+        i += l;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 int api_utf8_valid(const char *str, size_t len) {
     const unsigned char *s = (const unsigned char *)str;
     for (size_t i = 0; i < len;) {
@@ -178,21 +199,37 @@ int api_parse_sampling(const void *json, qw_sampling *s, api_error *e) {
 
 /* ---- unsupported fields ------------------------------------------------- */
 
+/* n, best_of, logprobs, top_logprobs, echo. */
+static int parse_choices(const cJSON *o, api_kind kind, api_req *r, api_error *e) {
+    long long n = 1, best = -1, k = 0;
+    if (get_int(o, "n", 1, API_MAX_N, &n, e) < 0) return -1;
+    int got_best = get_int(o, "best_of", 1, API_MAX_N, &best, e);
+    if (got_best < 0) return -1;
+    if (got_best && best != n)
+        return api_fail(e, 400, "unsupported_value", "best_of",
+                        "'best_of' must equal 'n' (%lld): every sequence is returned, none is picked", n);
+    r->n = (int)n;
+    if (kind == API_CHAT) {
+        if (get_bool(o, "logprobs", &r->logprobs, e) < 0) return -1;
+        int got = get_int(o, "top_logprobs", 0, QW_MAX_TOP_LOGPROBS, &k, e);
+        if (got < 0) return -1;
+        if (got && !r->logprobs)
+            return api_fail(e, 400, "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        r->top_logprobs = (int)k;
+    } else {
+        /* An integer (the alternatives per token); false, like null, is off. */
+        const cJSON *lpj = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
+        int got = cJSON_IsFalse(lpj) ? 0 : get_int(o, "logprobs", 0, QW_MAX_TOP_LOGPROBS, &k, e);
+        if (got < 0) return -1;
+        r->logprobs = got;
+        r->top_logprobs = (int)k;
+        if (get_bool(o, "echo", &r->echo, e) < 0) return -1;
+    }
+    return 0;
+}
+
 static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
     const cJSON *j;
-    long long n = 1;
-    if (get_int(o, "n", -1000000, 1000000, &n, e) < 0) return -1;
-    if (n != 1)
-        return api_fail(e, 400, "unsupported_value", "n", "'n' must be 1 (one choice per request); got %lld", n);
-    j = cJSON_GetObjectItemCaseSensitive(o, "best_of");
-    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 1))
-        return api_fail(e, 400, "unsupported_value", "best_of", "'best_of' other than 1 is not supported");
-    j = cJSON_GetObjectItemCaseSensitive(o, "logprobs");
-    if (is_present(j) && !cJSON_IsFalse(j))
-        return api_fail(e, 400, "unsupported_field", "logprobs", "'logprobs' is not supported");
-    j = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs");
-    if (is_present(j) && !(cJSON_IsNumber(j) && j->valuedouble == 0))
-        return api_fail(e, 400, "unsupported_field", "top_logprobs", "'top_logprobs' is not supported");
     static const char *const lists[] = {"tools", "functions"};
     for (int i = 0; i < 2; i++) {
         j = cJSON_GetObjectItemCaseSensitive(o, lists[i]);
@@ -232,9 +269,6 @@ static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
             return api_fail(e, 400, "unsupported_field", "modalities", "only the \"text\" modality is supported");
     }
     if (kind == API_COMPLETION) {
-        j = cJSON_GetObjectItemCaseSensitive(o, "echo");
-        if (is_present(j) && !cJSON_IsFalse(j))
-            return api_fail(e, 400, "unsupported_field", "echo", "'echo' is not supported");
         j = cJSON_GetObjectItemCaseSensitive(o, "suffix");
         if (is_present(j) && !(cJSON_IsString(j) && j->valuestring[0] == '\0'))
             return api_fail(e, 400, "unsupported_field", "suffix", "'suffix' is not supported");
@@ -477,6 +511,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         goto out;
     }
     if (unsupported(o, kind, e) < 0) goto out;
+    if (parse_choices(o, kind, r, e) < 0) goto out;
     if (api_parse_sampling(o, &r->sampling, e) < 0) goto out;
     r->seed_set = is_present(cJSON_GetObjectItemCaseSensitive(o, "seed"));
     if (get_bool(o, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
@@ -626,6 +661,7 @@ int stdin_parse_line(const char *line, size_t len, int vocab, int max_limit, int
 int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = API_SOCKET;
+    r->n = 1;
     r->sampling = lim->sampling;
     if (!api_utf8_valid(line, len)) return api_fail(e, 400, "invalid_utf8", NULL, "the request is not valid UTF-8");
     if (json_strict_check(line, len, e)) return -1;
@@ -689,6 +725,7 @@ out:
 int api_parse_stdin(const char *line, size_t len, const api_limits *lim, api_req *r, api_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = API_STDIN;
+    r->n = 1;
     r->sampling = lim->sampling;
     char msg[256];
     if (stdin_parse_line(line, len, lim->vocab, lim->n_ctx, &r->prompt, &r->n_prompt, &r->max_tokens, msg,
@@ -807,11 +844,12 @@ static cJSON *str_n(const char *s, size_t n) {
 
 static double round3(double x) { return isfinite(x) ? floor(x * 1000.0 + 0.5) / 1000.0 : 0.0; }
 
-static void add_usage(cJSON *root, int prompt, int gen, int drafted, int accepted) {
+static void add_usage(cJSON *root, int prompt, int gen, int drafted, int accepted, int cached) {
     cJSON *u = cJSON_AddObjectToObject(root, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", gen);
     cJSON_AddNumberToObject(u, "total_tokens", prompt + gen);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", cached);
     cJSON *d = cJSON_AddObjectToObject(u, "completion_tokens_details");
     cJSON_AddNumberToObject(d, "draft_tokens", drafted);
     cJSON_AddNumberToObject(d, "accepted_draft_tokens", accepted);
@@ -832,18 +870,39 @@ static char *print_free(cJSON *root) {
     return s;
 }
 
+/* The choices of r: its array, or the one choice its text and finish make. */
+static int choices_of(const api_result *r, const api_choice **c, api_choice *one) {
+    if (r->n_choices > 0) {
+        *c = r->choices;
+        return r->n_choices;
+    }
+    *one = (api_choice){.text = r->text, .text_len = r->text_len, .finish = r->finish};
+    *c = one;
+    return 1;
+}
+
+static void add_logprobs(cJSON *c, void *lp) {
+    if (lp) cJSON_AddItemToObject(c, "logprobs", (cJSON *)lp);
+    else cJSON_AddNullToObject(c, "logprobs");
+}
+
 char *api_completion_json(const api_meta *m, const api_result *r) {
     cJSON *root = head(m, "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToObject(c, "text", str_n(r->text, r->text_len));
-    cJSON_AddNumberToObject(c, "index", 0);
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", r->finish);
-    cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
-    /* The seed's fields. */
-    cJSON_AddItemToObject(root, "text", str_n(r->text, r->text_len));
+    api_choice one;
+    const api_choice *ch;
+    int n = choices_of(r, &ch, &one);
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToObject(c, "text", str_n(ch[i].text, ch[i].text_len));
+        cJSON_AddNumberToObject(c, "index", i);
+        add_logprobs(c, ch[i].logprobs);
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish);
+        cJSON_AddItemToArray(choices, c);
+    }
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens, r->cached_tokens);
+    /* The seed's fields (the first choice). */
+    cJSON_AddItemToObject(root, "text", str_n(ch[0].text, ch[0].text_len));
     cJSON_AddNumberToObject(root, "prompt_tokens", r->prompt_tokens);
     cJSON_AddNumberToObject(root, "gen_tokens", r->gen_tokens);
     cJSON_AddNumberToObject(root, "prefill_tps", round3(r->prefill_tps));
@@ -855,15 +914,20 @@ char *api_completion_json(const api_meta *m, const api_result *r) {
 char *api_chat_json(const api_meta *m, const api_result *r) {
     cJSON *root = head(m, "chat.completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
-    cJSON *msg = cJSON_AddObjectToObject(c, "message");
-    cJSON_AddStringToObject(msg, "role", "assistant");
-    cJSON_AddItemToObject(msg, "content", str_n(r->text, r->text_len));
-    cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", r->finish);
-    cJSON_AddItemToArray(choices, c);
-    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens);
+    api_choice one;
+    const api_choice *ch;
+    int n = choices_of(r, &ch, &one);
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", i);
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddItemToObject(msg, "content", str_n(ch[i].text, ch[i].text_len));
+        add_logprobs(c, ch[i].logprobs);
+        cJSON_AddStringToObject(c, "finish_reason", ch[i].finish);
+        cJSON_AddItemToArray(choices, c);
+    }
+    add_usage(root, r->prompt_tokens, r->gen_tokens, r->draft_tokens, r->accepted_draft_tokens, r->cached_tokens);
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     cJSON_AddNumberToObject(t, "prefill_tps", round3(r->prefill_tps));
     cJSON_AddNumberToObject(t, "decode_tps", round3(r->decode_tps));
@@ -873,14 +937,20 @@ char *api_chat_json(const api_meta *m, const api_result *r) {
 
 char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text, size_t text_len,
                     const char *finish, const api_usage *usage) {
+    return api_sse_chunk_at(kind, m, 0, role, text, text_len, finish, NULL, usage);
+}
+
+char *api_sse_chunk_at(api_kind kind, const api_meta *m, int index, const char *role, const char *text,
+                       size_t text_len, const char *finish, void *logprobs, const api_usage *usage) {
     cJSON *root = head(m, kind == API_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(root, "choices");
     if (usage) {
         add_usage(root, usage->prompt_tokens, usage->completion_tokens, usage->draft_tokens,
-                  usage->accepted_draft_tokens);
+                  usage->accepted_draft_tokens, usage->cached_tokens);
+        if (logprobs) cJSON_Delete(logprobs);
     } else {
         cJSON *c = cJSON_CreateObject();
-        cJSON_AddNumberToObject(c, "index", 0);
+        cJSON_AddNumberToObject(c, "index", index);
         if (kind == API_CHAT) {
             cJSON *d = cJSON_AddObjectToObject(c, "delta");
             if (role) {
@@ -892,7 +962,7 @@ char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const ch
         } else {
             cJSON_AddItemToObject(c, "text", text ? str_n(text, text_len) : cJSON_CreateString(""));
         }
-        cJSON_AddNullToObject(c, "logprobs");
+        add_logprobs(c, logprobs);
         if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
         else cJSON_AddNullToObject(c, "finish_reason");
         cJSON_AddItemToArray(choices, c);

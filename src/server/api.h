@@ -15,18 +15,22 @@
  *                              temperature, top_p, top_k, min_p, seed, stop,
  *                              presence_penalty, frequency_penalty,
  *                              repetition_penalty, ignore_eos, stream,
- *                              stream_options.include_usage; n must be 1
+ *                              stream_options.include_usage, n (1..16; seeds seed+i),
+ *                              logprobs + top_logprobs (0..20)
  *   Both take "speculative": false (qwenc's extension) to decode without
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
  * "model" must name the served model (api_limits.model_id) unless
  * any_model: else 404 model_not_found; absent, it means the served one.
+ * /v1/completions also takes n, best_of (= n), logprobs (int 0..20) and echo
+ * (the prompt, as the model saw it, before the text; with logprobs, the
+ * prompt tokens' logprobs, the first null). logprobs are the log-softmax of
+ * the raw logits, before temperature and penalties (logprob.h).
  * Fields that would change the meaning of a request and are not supported
- * (n > 1, logprobs, top_logprobs, tools, tool_choice, functions,
- * response_format other than text, logit_bias, echo, best_of > 1, suffix,
- * audio, prediction, non-text modalities or message parts) are a 400 that
- * names the field. Unknown fields are ignored (user, metadata, store, ...).
+ * (tools, tool_choice, functions, response_format other than text,
+ * logit_bias, best_of other than n, suffix, audio, prediction, non-text
+ * modalities or message parts) are a 400 that names the field. Unknown fields are ignored (user, metadata, store, ...).
  */
 #ifndef QW_API_H
 #define QW_API_H
@@ -34,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sample/logprob.h"
 #include "sample/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -59,6 +64,10 @@ int api_model_not_found(api_error *e, const char *name, const char *served);
 
 /* {"error":{"message","type","param","code"}} (malloc'd, NUL-terminated). */
 char *api_error_json(const api_error *e);
+
+/* s[len] as valid UTF-8, every invalid byte replaced by U+FFFD (malloc'd,
+ * NUL-terminated; a token's bytes may end inside a character). */
+char *api_utf8_lossy(const char *s, size_t len);
 
 /* 1 if s[len] is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
 int api_utf8_valid(const char *s, size_t len);
@@ -94,7 +103,14 @@ typedef struct api_req {
     int include_usage;
     int seed_set;             /* the request gave "seed" */
     int no_spec;              /* "speculative": false */
+    int n;                    /* choices, 1..API_MAX_N ("n"; "best_of" must equal it) */
+    int logprobs;             /* chat: "logprobs": true; completions: "logprobs": int given */
+    int top_logprobs;         /* alternatives per token: chat "top_logprobs", completions
+                               * "logprobs" (0..20) */
+    int echo;                 /* completions: "echo": true */
 } api_req;
+
+#define API_MAX_N 16
 
 /* Parse a /v1/completions or /v1/chat/completions body (already checked to
  * be valid UTF-8). Returns 0 and *r (free with api_req_free), or -1 and e. */
@@ -134,13 +150,25 @@ typedef struct api_meta {
     const char *model;
 } api_meta;
 
-typedef struct api_result {
+/* One choice of a response (n > 1: several). */
+typedef struct api_choice {
     const char *text;
     size_t text_len;
-    const char *finish;   /* "stop" / "length" */
+    const char *finish;   /* "stop" / "length" / "cancelled" */
+    void *logprobs;       /* a cJSON node for choices[i].logprobs (taken: freed by the
+                           * builder), or NULL for null */
+} api_choice;
+
+typedef struct api_result {
+    const char *text;     /* the one choice, when n_choices == 0 */
+    size_t text_len;
+    const char *finish;   /* "stop" / "length" / "cancelled" */
     int prompt_tokens, gen_tokens;
     int draft_tokens, accepted_draft_tokens;
     double prefill_tps, decode_tps, elapsed_s;
+    const api_choice *choices; /* [n_choices], index = position; overrides text/finish */
+    int n_choices;
+    int cached_tokens;    /* usage.prompt_tokens_details.cached_tokens */
 } api_result;
 
 /* Non-streaming response documents (malloc'd JSON). */
@@ -156,9 +184,14 @@ char *api_chat_json(const api_meta *m, const api_result *r);
 typedef struct api_usage {
     int prompt_tokens, completion_tokens;
     int draft_tokens, accepted_draft_tokens;
+    int cached_tokens;    /* prompt tokens whose KV came from the prefix cache */
 } api_usage;
 char *api_sse_chunk(api_kind kind, const api_meta *m, const char *role, const char *text,
                     size_t text_len, const char *finish, const api_usage *usage);
+/* The same for choice `index`, with choices[0].logprobs = logprobs (a cJSON
+ * node, taken; NULL -> null). */
+char *api_sse_chunk_at(api_kind kind, const api_meta *m, int index, const char *role, const char *text,
+                       size_t text_len, const char *finish, void *logprobs, const api_usage *usage);
 
 /* "data: [DONE]\n\n" */
 #define API_SSE_DONE "data: [DONE]\n\n"

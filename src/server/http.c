@@ -32,6 +32,7 @@
 #include "server/request.h"
 
 #define POLL_S 0.02
+#define DRAIN_S 2 /* http_stop: most seconds to wait for answers in flight */
 
 struct qw_http {
     qw_http_cfg cfg;
@@ -45,6 +46,7 @@ struct qw_http {
     qw_gate *gate;           /* owns the listening socket; hands complete heads to MHD */
     long long start_time;
     atomic_ullong http_requests, http_errors;
+    atomic_int generating;   /* generation requests not yet completed (answer sent) */
 };
 
 /* Per-request state (MHD's con_cls), freed in on_completed. */
@@ -55,6 +57,7 @@ typedef struct conn {
     size_t len, cap;
     int too_big;
     int responded;
+    int generating;          /* counted in qw_http.generating */
 } conn;
 
 /* ---- responses ----------------------------------------------------------- */
@@ -458,6 +461,8 @@ static enum MHD_Result send_reply(qw_http *h, struct MHD_Connection *c, qw_reque
 }
 
 static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k, api_kind kind) {
+    k->generating = 1; /* until on_completed: http_stop lets the answer out */
+    atomic_fetch_add(&h->generating, 1);
     qw_request *q = request_new(e, kind);
     if (!q) return send_json(h, c, 500, NULL);
     if (request_start(q, k->body, k->len) != 0) return send_reply(h, c, q);
@@ -716,11 +721,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
+    qw_http *h = cls;
     (void)c;
     (void)toe;
     conn *k = *con_cls;
     if (k) {
+        if (k->generating) atomic_fetch_sub(&h->generating, 1);
         free(k->body);
         free(k);
         *con_cls = NULL;
@@ -853,6 +859,10 @@ void http_quiesce(qw_http *h) {
 void http_stop(qw_http *h) {
     if (!h) return;
     gate_quiesce(h->gate);
+    /* The scheduler has stopped, so every generation request has ended
+     * (finished, cut or refused): give their last bytes a moment to reach
+     * the clients before the connections are closed. */
+    for (int i = 0; i < DRAIN_S * 100 && atomic_load(&h->generating) > 0; i++) usleep(10000);
     if (h->d) MHD_stop_daemon(h->d);
     gate_stop(h->gate);
     free(h);

@@ -63,7 +63,9 @@ void http_set_engine(qw_http *h, qw_engine *e);
  * 503. Running requests go on (the caller then stops the scheduler). */
 void http_quiesce(qw_http *h);
 
-/* Close every connection, join the threads and free. The scheduler must
+/* Wait (up to 2 s) for the answers of generation requests to be sent (cut
+ * ones included: finish_reason "cancelled", or 503 if never started), then
+ * close every connection, join the threads and free. The scheduler must
  * have been stopped first so that no handler waits for tokens. */
 void http_stop(qw_http *h);
 

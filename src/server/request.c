@@ -16,28 +16,39 @@
 #include "engine/generate.h"
 #include "server/stopstr.h"
 
-typedef enum { RQ_NEW, RQ_RUNNING, RQ_FINISHING, RQ_DONE, RQ_FAILED } rq_state;
+typedef enum { RQ_NEW, RQ_RUNNING, RQ_DONE, RQ_FAILED } rq_state;
+typedef enum { C_RUNNING, C_FINISHING, C_DONE } choice_state;
+
+/* One sequence of the answer (n > 1: several, the same prompt). */
+typedef struct choice {
+    qw_req *r;           /* the scheduler's handle */
+    choice_state state;
+    qw_tok_stream *ts;   /* text protocols: ids -> UTF-8 text ... */
+    qw_stopstr stop;     /* ... -> the stop-string filter */
+    int cursor;          /* tokens consumed from r */
+    int n_used;          /* tokens that made the output (up to a stop string) */
+    const char *finish;  /* once finishing */
+    qw_abuf text;        /* the whole text (request_run) */
+    size_t lp_off;       /* streamed completions' logprobs: text_offset of the next token */
+} choice;
 
 struct qw_request {
-    qw_arena mem;        /* this struct, text and rendered bytes */
+    qw_arena mem;        /* this struct, the choices, text and rendered bytes */
     qw_engine *e;
     api_kind kind;
     api_req p;           /* the parsed request (prompt and stops: api.c's malloc) */
     int parsed;
-    qw_req *r;           /* the scheduler's handle, once submitted */
     rq_state state;
     int started;         /* the START event was delivered */
     api_error err;       /* valid in RQ_FAILED */
     char id[64];
     long long created;
-    /* Text protocols: ids -> UTF-8 text -> stop-string filter. */
-    qw_tok_stream *ts;
-    qw_stopstr stop;
-    int cursor;          /* tokens consumed from r */
-    int n_used;          /* tokens that made the output (up to a stop string) */
-    const char *finish;  /* "stop" / "length" once finishing */
+    choice *c;           /* [n] */
+    int n;
+    int rr;              /* round robin: the choice polled first */
+    const char *echo;    /* echo: the prompt as text (arena) */
+    size_t echo_len;
     qw_abuf piece;       /* text of the last DELTA */
-    qw_abuf text;        /* the whole text (request_run) */
     qw_abuf out;         /* rendered bytes (request_sse, request_reply) */
 };
 
@@ -88,15 +99,17 @@ qw_request *request_new(qw_engine *e, api_kind kind) {
     q->e = e;
     q->kind = kind;
     q->state = RQ_NEW;
-    stopstr_init(&q->stop, NULL, 0);
     return q;
 }
 
 void request_free(qw_request *q) {
     if (!q) return;
-    if (q->r) sched_req_release(q->r); /* cancels if still running */
-    if (q->ts) tok_stream_free(q->ts);
-    stopstr_free(&q->stop);
+    for (int i = 0; i < q->n; i++) {
+        choice *c = &q->c[i];
+        if (c->r) sched_req_release(c->r); /* cancels if still running */
+        if (c->ts) tok_stream_free(c->ts);
+        stopstr_free(&c->stop);
+    }
     if (q->parsed) api_req_free(&q->p);
     qw_arena mem = q->mem; /* q itself lives in it */
     arena_free(&mem);
@@ -105,6 +118,38 @@ void request_free(qw_request *q) {
 static void fail_oom(qw_request *q) {
     api_fail(&q->err, 500, "out_of_memory", NULL, "out of memory");
     q->state = RQ_FAILED;
+}
+
+void request_cancel(qw_request *q) {
+    for (int i = 0; i < q->n; i++)
+        if (q->c[i].r) sched_req_cancel(q->c[i].r);
+}
+
+/* Fail the whole request (the other choices are cancelled). */
+static void fail_all(qw_request *q) {
+    request_cancel(q);
+    q->state = RQ_FAILED;
+}
+
+static void submit_error(qw_request *q, int rc, const char *msg) {
+    if (rc == QW_SCHED_EFULL) api_fail(&q->err, 503, "queue_full", NULL, "%s", msg);
+    else if (rc == QW_SCHED_ESHUTDOWN) api_fail(&q->err, 503, "shutting_down", NULL, "%s", msg);
+    else if (rc == QW_SCHED_EINVAL)
+        api_fail(&q->err, 400, "invalid_value",
+                 q->kind == API_CHAT ? "messages" : is_text(q->kind) ? "prompt" : "tokens", "%s", msg);
+    else api_fail(&q->err, 500, "out_of_memory", NULL, "%s", msg);
+}
+
+/* The prompt as text, for echo (special tokens kept: the model saw them). */
+static int make_echo(qw_request *q) {
+    char *text = NULL;
+    size_t len = 0;
+    qw_err err;
+    if (tok_decode(q->e->tok, q->p.prompt, (size_t)q->p.n_prompt, 0, &text, &len, &err) != 0) return -1;
+    q->echo = arena_memdup(&q->mem, text, len + 1);
+    q->echo_len = len;
+    free(text);
+    return q->echo ? 0 : -1;
 }
 
 int request_start(qw_request *q, const char *bytes, size_t len) {
@@ -130,40 +175,58 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
         return -1;
     }
     q->parsed = 1;
+    q->n = q->p.n > 0 ? q->p.n : 1;
+    q->c = arena_alloc(&q->mem, (size_t)q->n * sizeof *q->c);
+    if (!q->c) {
+        q->n = 0;
+        fail_oom(q);
+        return -1;
+    }
+    memset(q->c, 0, (size_t)q->n * sizeof *q->c);
+    for (int i = 0; i < q->n; i++) stopstr_init(&q->c[i].stop, NULL, 0);
     if (is_text(q->kind)) {
         /* OpenAI semantics: without a seed, sampling differs from request
          * to request (unless the command line fixed the sampling, seed
          * included). */
         if (!q->p.seed_set && e->random_seed) q->p.sampling.seed = random_seed();
-        q->ts = tok_stream_new(e->tok, 1);
-        if (!q->ts) {
+        for (int i = 0; i < q->n; i++) {
+            q->c[i].ts = tok_stream_new(e->tok, 1);
+            if (!q->c[i].ts) {
+                fail_oom(q);
+                return -1;
+            }
+            stopstr_init(&q->c[i].stop, (const char *const *)q->p.stop, q->p.n_stop);
+        }
+        if (q->p.echo && make_echo(q) != 0) {
             fail_oom(q);
             return -1;
         }
-        stopstr_init(&q->stop, (const char *const *)q->p.stop, q->p.n_stop);
+        for (int i = 0; i < q->n; i++) q->c[i].lp_off = q->echo_len;
         new_id(q->kind == API_CHAT ? "chatcmpl-" : "cmpl-", q->id, sizeof q->id);
     }
     q->created = (long long)time(NULL);
-    qw_req_params p = {
-        .prompt = q->p.prompt,
-        .n_prompt = q->p.n_prompt,
-        .max_new = q->p.max_tokens,
-        .sampling = q->p.sampling,
-        .ignore_eos = q->p.ignore_eos,
-        .no_spec = q->p.no_spec,
-    };
-    qw_err err;
-    rc = sched_submit(e->sched, &p, &q->r, &err);
-    if (rc != QW_SCHED_OK) {
-        q->r = NULL;
-        q->state = RQ_FAILED;
-        if (rc == QW_SCHED_EFULL) api_fail(&q->err, 503, "queue_full", NULL, "%s", err.msg);
-        else if (rc == QW_SCHED_ESHUTDOWN) api_fail(&q->err, 503, "shutting_down", NULL, "%s", err.msg);
-        else if (rc == QW_SCHED_EINVAL)
-            api_fail(&q->err, 400, "invalid_value",
-                     q->kind == API_CHAT ? "messages" : is_text(q->kind) ? "prompt" : "tokens", "%s", err.msg);
-        else api_fail(&q->err, 500, "out_of_memory", NULL, "%s", err.msg);
-        return -1;
+    for (int i = 0; i < q->n; i++) {
+        qw_req_params p = {
+            .prompt = q->p.prompt,
+            .n_prompt = q->p.n_prompt,
+            .max_new = q->p.max_tokens,
+            .sampling = q->p.sampling,
+            .ignore_eos = q->p.ignore_eos,
+            .no_spec = q->p.no_spec,
+            .logprobs = q->p.logprobs,
+            .top_logprobs = q->p.top_logprobs,
+            /* The prompt's records once (they are the same for every choice). */
+            .prompt_logprobs = i == 0 && q->p.echo && q->p.logprobs,
+        };
+        p.sampling.seed = q->p.sampling.seed + (uint64_t)i; /* choice i: seed + i */
+        qw_err err;
+        rc = sched_submit(e->sched, &p, &q->c[i].r, &err);
+        if (rc != QW_SCHED_OK) {
+            q->c[i].r = NULL;
+            submit_error(q, rc, err.msg);
+            fail_all(q);
+            return -1;
+        }
     }
     q->state = RQ_RUNNING;
     return 0;
@@ -174,47 +237,131 @@ const api_error *request_error(const qw_request *q) { return q->state == RQ_FAIL
 int request_status(const qw_request *q) { return q->state == RQ_FAILED ? q->err.status : 200; }
 const char *request_id(const qw_request *q) { return q->id; }
 
-void request_cancel(qw_request *q) {
-    if (q->r) sched_req_cancel(q->r);
-}
-
 /* ---- the event stream ---------------------------------------------------- */
 
-/* Why the scheduler finished a request that saw no stop string. */
+/* Why the scheduler finished a request that saw no stop string and was
+ * not cancelled: EOS or the limit. */
 static const char *sched_finish(const qw_req_stats *st) {
     return st->finish == QW_FINISH_LENGTH ? "length" : "stop";
 }
 
-/* Decoded text through the stop filter into piece. */
-static int emit(qw_request *q, const char *t, size_t n) {
+/* Decoded text through choice c's stop filter into q->piece. */
+static int emit(qw_request *q, choice *c, const char *t, size_t n) {
     const char *out;
     size_t out_len;
-    if (stopstr_feed(&q->stop, t, n, &out, &out_len) != 0) return -1;
+    if (stopstr_feed(&c->stop, t, n, &out, &out_len) != 0) return -1;
     return abuf_add(&q->mem, &q->piece, out, out_len);
 }
 
-/* The scheduler has published everything: flush the decoder and the stop
- * filter, and decide the finish (or the failure). */
-static int finish_up(qw_request *q) {
+/* The scheduler has published everything of c: flush the decoder and the
+ * stop filter, and decide the finish. Returns 0, 1 with q->err set (the
+ * request fails), -1 when out of memory. */
+static int finish_up(qw_request *q, choice *c) {
     qw_req_stats st;
-    sched_req_stats(q->r, &st);
+    sched_req_stats(c->r, &st);
     if (st.failed) {
         api_fail(&q->err, 500, "engine_error", NULL, "the engine failed on this request: %s", st.msg);
         return 1;
     }
     if (is_text(q->kind)) {
         size_t len;
-        const char *t = tok_stream_flush(q->ts, &len);
-        if (emit(q, t, len) != 0) return -1;
-        if (!q->stop.hit) {
+        const char *t = tok_stream_flush(c->ts, &len);
+        if (emit(q, c, t, len) != 0) return -1;
+        if (!c->stop.hit) {
             const char *out;
             size_t out_len;
-            stopstr_flush(&q->stop, &out, &out_len);
+            stopstr_flush(&c->stop, &out, &out_len);
             if (abuf_add(&q->mem, &q->piece, out, out_len) != 0) return -1;
         }
     }
-    q->finish = q->stop.hit ? "stop" : sched_finish(&st);
+    if (st.finish == QW_FINISH_CANCEL && !c->stop.hit) {
+        /* Nobody reads a request its client left, and a stop string is
+         * seen above: this cancel is the server shutting down. */
+        if (c->n_used == 0) {
+            api_fail(&q->err, 503, "shutting_down", NULL,
+                     "the server is shutting down; the request was not started (retry later)");
+            return 1;
+        }
+        c->finish = "cancelled";
+        return 0;
+    }
+    c->finish = c->stop.hit ? "stop" : sched_finish(&st);
     return 0;
+}
+
+/* Poll choice i for up to timeout_s: fills ev with a DELTA or FINISH of it,
+ * or leaves NONE. Returns -1 when the request failed (q->err set). */
+static int poll_choice(qw_request *q, int i, double timeout_s, req_event *ev) {
+    choice *c = &q->c[i];
+    q->piece.len = 0;
+    if (q->piece.data) q->piece.data[0] = '\0';
+    const int32_t *toks;
+    int before = c->cursor;
+    int n = sched_req_wait(c->r, &c->cursor, &toks, timeout_s);
+    int used = 0;
+    if (is_text(q->kind)) {
+        for (; used < n && !c->stop.hit; used++) {
+            size_t len;
+            const char *t = tok_stream_feed(c->ts, toks[used], &len);
+            if (emit(q, c, t, len) != 0) goto oom;
+        }
+    } else {
+        used = n;
+    }
+    c->n_used += used;
+    int finished = 0;
+    if (c->stop.hit) {
+        sched_req_cancel(c->r); /* the engine frees the slot within a step */
+        c->finish = "stop";
+        finished = 1;
+    } else if (n == 0 && sched_req_done(c->r)) {
+        /* done is set after the last token is published, and wait
+         * returned none past the cursor: but the final tokens may have
+         * raced in since; take them on the next call. */
+        int more = sched_req_wait(c->r, &c->cursor, &toks, 0);
+        if (more > 0) {
+            c->cursor -= more;
+            return 0;
+        }
+        int f = finish_up(q, c);
+        if (f < 0) goto oom;
+        if (f > 0) {
+            fail_all(q);
+            return -1;
+        }
+        finished = 1;
+    }
+    ev->index = i;
+    if (used > 0 || q->piece.len > 0) {
+        ev->kind = REQ_EV_DELTA;
+        ev->text = q->piece.data ? q->piece.data : "";
+        ev->text_len = q->piece.len;
+        ev->tokens = toks;
+        ev->n_tokens = used;
+        const qw_logprob *lp = sched_req_logprobs(c->r, 0);
+        ev->logprobs = lp ? lp + before : NULL;
+        if (finished) c->state = C_FINISHING; /* FINISH comes next */
+        return 0;
+    }
+    if (finished) {
+        c->state = C_DONE;
+        ev->kind = REQ_EV_FINISH;
+        ev->finish = c->finish;
+    }
+    return 0;
+oom:
+    fail_all(q);
+    fail_oom(q);
+    return -1;
+}
+
+/* echo + logprobs: the echo waits for the prompt's records (computed with
+ * choice 0's prompt, published with its first token or its end). */
+static int echo_ready(qw_request *q) {
+    if (!(q->p.echo && q->p.logprobs)) return 1;
+    qw_req_stats st;
+    sched_req_stats(q->c[0].r, &st);
+    return st.n_gen > 0 || sched_req_done(q->c[0].r);
 }
 
 void request_next(qw_request *q, double timeout_s, req_event *ev) {
@@ -228,77 +375,56 @@ void request_next(qw_request *q, double timeout_s, req_event *ev) {
     case RQ_FAILED: ev->kind = REQ_EV_ERROR; return;
     case RQ_DONE:
         ev->kind = REQ_EV_DONE;
-        ev->finish = q->finish;
-        return;
-    case RQ_FINISHING:
-        q->state = RQ_DONE;
-        ev->kind = REQ_EV_DONE;
-        ev->finish = q->finish;
+        ev->finish = q->c[0].finish;
         return;
     case RQ_RUNNING: break;
     }
     if (!q->started) {
+        if (!echo_ready(q)) {
+            const int32_t *toks;
+            int cur = q->c[0].cursor;
+            sched_req_wait(q->c[0].r, &cur, &toks, timeout_s); /* just wait */
+            if (!echo_ready(q)) return;
+        }
         q->started = 1;
         ev->kind = REQ_EV_START;
         return;
     }
-    q->piece.len = 0;
-    if (q->piece.data) q->piece.data[0] = '\0';
-    const int32_t *toks;
-    int n = sched_req_wait(q->r, &q->cursor, &toks, timeout_s);
-    int used = 0;
-    if (is_text(q->kind)) {
-        for (; used < n && !q->stop.hit; used++) {
-            size_t len;
-            const char *t = tok_stream_feed(q->ts, toks[used], &len);
-            if (emit(q, t, len) != 0) goto oom;
+    /* A choice whose last text went out: its FINISH. */
+    for (int i = 0; i < q->n; i++)
+        if (q->c[i].state == C_FINISHING) {
+            q->c[i].state = C_DONE;
+            ev->kind = REQ_EV_FINISH;
+            ev->index = i;
+            ev->finish = q->c[i].finish;
+            return;
         }
-    } else {
-        used = n;
-    }
-    q->n_used += used;
-    int finished = 0;
-    if (q->stop.hit) {
-        sched_req_cancel(q->r); /* the engine frees the slot within a step */
-        q->finish = "stop";
-        finished = 1;
-    } else if (n == 0 && sched_req_done(q->r)) {
-        /* done is set after the last token is published, and wait
-         * returned none past the cursor: but the final tokens may have
-         * raced in since; take them on the next call. */
-        int more = sched_req_wait(q->r, &q->cursor, &toks, 0);
-        if (more > 0) {
-            q->cursor -= more;
-            return; /* NONE */
-        }
-        int f = finish_up(q);
-        if (f < 0) goto oom;
-        if (f > 0) {
-            q->state = RQ_FAILED;
+    int first = -1;
+    for (int k = 0; k < q->n; k++) {
+        int i = (q->rr + k) % q->n;
+        if (q->c[i].state != C_RUNNING) continue;
+        if (first < 0) first = i;
+        /* Several choices: look at each without waiting first. */
+        if (poll_choice(q, i, q->n > 1 ? 0 : timeout_s, ev) < 0) {
+            memset(ev, 0, sizeof *ev);
             ev->kind = REQ_EV_ERROR;
             return;
         }
-        finished = 1;
+        if (ev->kind != REQ_EV_NONE) {
+            q->rr = (i + 1) % q->n;
+            return;
+        }
     }
-    if (used > 0 || q->piece.len > 0) {
-        ev->kind = REQ_EV_DELTA;
-        ev->text = q->piece.data ? q->piece.data : "";
-        ev->text_len = q->piece.len;
-        ev->tokens = toks;
-        ev->n_tokens = used;
-        if (finished) q->state = RQ_FINISHING; /* DONE comes next */
-        return;
-    }
-    if (finished) {
+    if (first < 0) {
         q->state = RQ_DONE;
         ev->kind = REQ_EV_DONE;
-        ev->finish = q->finish;
+        ev->finish = q->c[0].finish;
+        return;
     }
-    return;
-oom:
-    request_cancel(q);
-    fail_oom(q);
-    ev->kind = REQ_EV_ERROR;
+    if (q->n > 1 && timeout_s != 0 && poll_choice(q, first, timeout_s, ev) < 0) {
+        memset(ev, 0, sizeof *ev);
+        ev->kind = REQ_EV_ERROR;
+    }
 }
 
 int request_run(qw_request *q, double poll_s, int (*gone)(void *), void *arg) {
@@ -307,8 +433,9 @@ int request_run(qw_request *q, double poll_s, int (*gone)(void *), void *arg) {
         req_event ev;
         request_next(q, poll_s, &ev);
         if (ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) return 0;
-        if (ev.kind == REQ_EV_DELTA && is_text(q->kind) && abuf_add(&q->mem, &q->text, ev.text, ev.text_len) != 0) {
-            request_cancel(q);
+        if (ev.kind == REQ_EV_DELTA && is_text(q->kind) &&
+            abuf_add(&q->mem, &q->c[ev.index].text, ev.text, ev.text_len) != 0) {
+            fail_all(q);
             fail_oom(q);
             return 0;
         }
@@ -328,16 +455,117 @@ int request_run(qw_request *q, double poll_s, int (*gone)(void *), void *arg) {
 
 void request_usage(const qw_request *q, req_usage *u) {
     memset(u, 0, sizeof *u);
-    if (!q->r) return;
-    qw_req_stats st;
-    sched_req_stats(q->r, &st);
-    u->prompt_tokens = q->p.n_prompt;
-    u->completion_tokens = q->n_used;
-    u->draft_tokens = st.n_drafted;
-    u->accepted_draft_tokens = st.n_accepted;
-    u->prefill_tps = st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0;
-    u->decode_tps = st.decode_s > 0 && st.n_gen > 1 ? (st.n_gen - 1) / st.decode_s : 0;
-    u->elapsed_s = st.total_s;
+    if (q->n == 0 || !q->c[0].r) return;
+    u->prompt_tokens = q->p.n_prompt; /* once: the choices share the prompt */
+    for (int i = 0; i < q->n; i++) {
+        if (!q->c[i].r) continue;
+        qw_req_stats st;
+        sched_req_stats(q->c[i].r, &st);
+        u->completion_tokens += q->c[i].n_used;
+        u->draft_tokens += st.n_drafted;
+        u->accepted_draft_tokens += st.n_accepted;
+        if (i > 0) continue;
+        /* Timing and the cache: the first choice's. */
+        u->cached_tokens = st.n_cached;
+        u->prefill_tps = st.prefill_s > 0 ? st.n_prompt / st.prefill_s : 0;
+        u->decode_tps = st.decode_s > 0 && st.n_gen > 1 ? (st.n_gen - 1) / st.decode_s : 0;
+        u->elapsed_s = st.total_s;
+    }
+}
+
+/* ---- logprobs in OpenAI's shapes ------------------------------------------ */
+
+/* {"token", "logprob", "bytes"} (chat). */
+static cJSON *chat_lp_item(const qw_tok *tok, int32_t id, float lp) {
+    size_t n = 0;
+    const char *b = tok_token_bytes(tok, id, &n);
+    cJSON *o = cJSON_CreateObject();
+    char *s = api_utf8_lossy(b ? b : "", n);
+    cJSON_AddStringToObject(o, "token", s ? s : "");
+    free(s);
+    cJSON_AddNumberToObject(o, "logprob", lp);
+    cJSON *arr = cJSON_AddArrayToObject(o, "bytes");
+    for (size_t k = 0; k < n; k++) cJSON_AddItemToArray(arr, cJSON_CreateNumber((unsigned char)b[k]));
+    return o;
+}
+
+/* chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}...], "refusal": null} */
+static cJSON *chat_logprobs(const qw_request *q, const qw_logprob *recs, int n) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *content = cJSON_AddArrayToObject(root, "content");
+    for (int i = 0; i < n; i++) {
+        cJSON *it = chat_lp_item(q->e->tok, recs[i].token, recs[i].logprob);
+        cJSON *top = cJSON_AddArrayToObject(it, "top_logprobs");
+        for (int k = 0; k < recs[i].n_top && k < q->p.top_logprobs; k++)
+            cJSON_AddItemToArray(top, chat_lp_item(q->e->tok, recs[i].top_id[k], recs[i].top_lp[k]));
+        cJSON_AddItemToArray(content, it);
+    }
+    cJSON_AddNullToObject(root, "refusal");
+    return root;
+}
+
+/* completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}
+ * appended for ids[n] (recs[i] their records; null_first: the first has
+ * none, as the first prompt token); *offset: text offset of ids[0],
+ * advanced. */
+static void completion_lp_add(const qw_request *q, cJSON *root, const int32_t *ids, const qw_logprob *recs, int n,
+                              int null_first, size_t *offset) {
+    cJSON *toks = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    cJSON *lps = cJSON_GetObjectItemCaseSensitive(root, "token_logprobs");
+    cJSON *tops = cJSON_GetObjectItemCaseSensitive(root, "top_logprobs");
+    cJSON *offs = cJSON_GetObjectItemCaseSensitive(root, "text_offset");
+    for (int i = 0; i < n; i++) {
+        size_t bl = 0;
+        const char *b = tok_token_bytes(q->e->tok, ids[i], &bl);
+        char *s = api_utf8_lossy(b ? b : "", bl);
+        cJSON_AddItemToArray(toks, cJSON_CreateString(s ? s : ""));
+        free(s);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
+        *offset += bl;
+        if (i == 0 && null_first) {
+            cJSON_AddItemToArray(lps, cJSON_CreateNull());
+            cJSON_AddItemToArray(tops, cJSON_CreateNull());
+            continue;
+        }
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(recs[i].logprob));
+        cJSON *top = cJSON_CreateObject();
+        for (int k = 0; k < recs[i].n_top && k < q->p.top_logprobs; k++) {
+            size_t tl = 0;
+            const char *tb = tok_token_bytes(q->e->tok, recs[i].top_id[k], &tl);
+            char *ts = api_utf8_lossy(tb ? tb : "", tl);
+            if (ts && !cJSON_GetObjectItemCaseSensitive(top, ts))
+                cJSON_AddNumberToObject(top, ts, recs[i].top_lp[k]);
+            free(ts);
+        }
+        cJSON_AddItemToArray(tops, top);
+    }
+}
+
+static cJSON *completion_lp_new(void) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddArrayToObject(root, "tokens");
+    cJSON_AddArrayToObject(root, "token_logprobs");
+    cJSON_AddArrayToObject(root, "top_logprobs");
+    cJSON_AddArrayToObject(root, "text_offset");
+    return root;
+}
+
+/* The echoed prompt's records (completions), offsets from 0. */
+static void completion_lp_prompt(const qw_request *q, cJSON *root, size_t *offset) {
+    const qw_logprob *plp = sched_req_logprobs(q->c[0].r, 1);
+    if (plp) completion_lp_add(q, root, q->p.prompt, plp, q->p.n_prompt, 1, offset);
+}
+
+/* The logprobs of choice i's generated tokens [from, from + n), or NULL. */
+static cJSON *choice_logprobs(const qw_request *q, int i, const int32_t *ids, const qw_logprob *recs, int n,
+                              size_t *offset, int with_prompt) {
+    if (!q->p.logprobs) return NULL;
+    if (q->kind == API_CHAT) return chat_logprobs(q, recs, n);
+    cJSON *root = completion_lp_new();
+    (void)i;
+    if (with_prompt) completion_lp_prompt(q, root, offset);
+    completion_lp_add(q, root, ids, recs, n, 0, offset);
+    return root;
 }
 
 /* ---- rendering ------------------------------------------------------------- */
@@ -358,8 +586,28 @@ static int sse_usage(qw_request *q, const api_meta *m) {
     if (!q->p.include_usage) return 0;
     req_usage u;
     request_usage(q, &u);
-    api_usage au = {u.prompt_tokens, u.completion_tokens, u.draft_tokens, u.accepted_draft_tokens};
+    api_usage au = {u.prompt_tokens, u.completion_tokens, u.draft_tokens, u.accepted_draft_tokens, u.cached_tokens};
     return out_take(q, api_sse_chunk(q->kind, m, NULL, NULL, 0, NULL, &au));
+}
+
+/* START: the chat role chunk, or the echoed prompt, of every choice. */
+static int sse_start(qw_request *q, const api_meta *m) {
+    for (int i = 0; i < q->n; i++) {
+        int rc = 0;
+        if (q->kind == API_CHAT) {
+            rc = out_take(q, api_sse_chunk_at(API_CHAT, m, i, "assistant", NULL, 0, NULL, NULL, NULL));
+        } else if (q->echo) {
+            cJSON *lp = NULL;
+            size_t off = 0;
+            if (q->p.logprobs) {
+                lp = completion_lp_new();
+                completion_lp_prompt(q, lp, &off);
+            }
+            rc = out_take(q, api_sse_chunk_at(API_COMPLETION, m, i, NULL, q->echo, q->echo_len, NULL, lp, NULL));
+        }
+        if (rc != 0) return rc;
+    }
+    return 0;
 }
 
 int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *len) {
@@ -368,15 +616,20 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
     int rc = 0;
     switch (ev->kind) {
     case REQ_EV_NONE: break;
-    case REQ_EV_START:
-        if (q->kind == API_CHAT) rc = out_take(q, api_sse_chunk(API_CHAT, &m, "assistant", NULL, 0, NULL, NULL));
+    case REQ_EV_START: rc = sse_start(q, &m); break;
+    case REQ_EV_DELTA: {
+        cJSON *lp = NULL;
+        if (ev->logprobs && ev->n_tokens > 0) /* offsets run on from the text sent before */
+            lp = choice_logprobs(q, ev->index, ev->tokens, ev->logprobs, ev->n_tokens, &q->c[ev->index].lp_off, 0);
+        if (ev->text_len > 0 || lp)
+            rc = out_take(q, api_sse_chunk_at(q->kind, &m, ev->index, NULL, ev->text, ev->text_len, NULL, lp, NULL));
         break;
-    case REQ_EV_DELTA:
-        if (ev->text_len > 0) rc = out_take(q, api_sse_chunk(q->kind, &m, NULL, ev->text, ev->text_len, NULL, NULL));
+    }
+    case REQ_EV_FINISH:
+        rc = out_take(q, api_sse_chunk_at(q->kind, &m, ev->index, NULL, NULL, 0, ev->finish, NULL, NULL));
         break;
     case REQ_EV_DONE:
-        rc = out_take(q, api_sse_chunk(q->kind, &m, NULL, NULL, 0, ev->finish, NULL));
-        if (rc == 0) rc = sse_usage(q, &m);
+        rc = sse_usage(q, &m);
         if (rc == 0) rc = abuf_add(&q->mem, &q->out, API_SSE_DONE, strlen(API_SSE_DONE));
         break;
     case REQ_EV_ERROR: {
@@ -418,12 +671,17 @@ static char *error_doc(const qw_request *q) {
 static char *tokens_doc(qw_request *q) {
     const int32_t *toks;
     int cursor = 0;
-    int ng = sched_req_wait(q->r, &cursor, &toks, 0);
+    int ng = sched_req_wait(q->c[0].r, &cursor, &toks, 0);
+    const char *finish = q->c[0].finish;
     char *buf = NULL;
     size_t bl = 0;
     FILE *f = open_memstream(&buf, &bl);
     if (!f) return NULL;
     if (q->kind == API_STDIN) {
+        /* A cut answer must not pass for a whole one: an error line that
+         * still carries the ids. */
+        if (!strcmp(finish, "cancelled"))
+            fprintf(f, "error: the server is shutting down; the answer was cut after %d tokens:%s", ng, ng ? " " : "");
         for (int k = 0; k < ng; k++) fprintf(f, k ? " %d" : "%d", (int)toks[k]);
     } else {
         req_usage u;
@@ -433,7 +691,7 @@ static char *tokens_doc(qw_request *q) {
         fprintf(f,
                 "],\"prompt_tokens\":%d,\"gen_tokens\":%d,\"prefill_tps\":%.3f,\"decode_tps\":%.3f,"
                 "\"elapsed_s\":%.3f,\"finish_reason\":\"%s\",\"draft_tokens\":%d,\"accepted_draft_tokens\":%d}",
-                u.prompt_tokens, ng, u.prefill_tps, u.decode_tps, u.elapsed_s, q->finish, u.draft_tokens,
+                u.prompt_tokens, ng, u.prefill_tps, u.decode_tps, u.elapsed_s, finish, u.draft_tokens,
                 u.accepted_draft_tokens);
     }
     fclose(f);
@@ -444,10 +702,30 @@ static char *text_doc(qw_request *q) {
     req_usage u;
     request_usage(q, &u);
     api_meta m = meta(q);
+    api_choice *ch = arena_alloc(&q->mem, (size_t)q->n * sizeof *ch);
+    if (!ch) return NULL;
+    for (int i = 0; i < q->n; i++) {
+        choice *c = &q->c[i];
+        qw_abuf full = {0};
+        if (q->echo && (abuf_add(&q->mem, &full, q->echo, q->echo_len) != 0 ||
+                        abuf_add(&q->mem, &full, c->text.data ? c->text.data : "", c->text.len) != 0)) {
+            for (int k = 0; k < i; k++)
+                if (ch[k].logprobs) cJSON_Delete(ch[k].logprobs);
+            return NULL;
+        }
+        const qw_abuf *t = q->echo ? &full : &c->text;
+        const int32_t *toks;
+        int cursor = 0;
+        sched_req_wait(c->r, &cursor, &toks, 0);
+        size_t off = 0;
+        ch[i] = (api_choice){
+            .text = t->data ? t->data : "",
+            .text_len = t->len,
+            .finish = c->finish,
+            .logprobs = choice_logprobs(q, i, toks, sched_req_logprobs(c->r, 0), c->n_used, &off, q->echo != NULL),
+        };
+    }
     api_result res = {
-        .text = q->text.data ? q->text.data : "",
-        .text_len = q->text.len,
-        .finish = q->finish,
         .prompt_tokens = u.prompt_tokens,
         .gen_tokens = u.completion_tokens,
         .draft_tokens = u.draft_tokens,
@@ -455,6 +733,9 @@ static char *text_doc(qw_request *q) {
         .prefill_tps = u.prefill_tps,
         .decode_tps = u.decode_tps,
         .elapsed_s = u.elapsed_s,
+        .choices = ch,
+        .n_choices = q->n,
+        .cached_tokens = u.cached_tokens,
     };
     return q->kind == API_CHAT ? api_chat_json(&m, &res) : api_completion_json(&m, &res);
 }
@@ -466,7 +747,7 @@ const char *request_reply(qw_request *q, size_t *len) {
         if (q->state == RQ_NEW) api_fail(&q->err, 500, "not_started", NULL, "the request was not started");
         q->state = RQ_FAILED;
         doc = error_doc(q);
-    } else if (q->state != RQ_DONE && q->state != RQ_FINISHING) {
+    } else if (q->state != RQ_DONE) {
         api_fail(&q->err, 500, "not_finished", NULL, "the request has not finished");
         doc = error_doc(q);
     } else {

@@ -6,7 +6,9 @@
  *   request_new(engine, kind)         a request object with its own memory
  *   request_start(q, bytes, len)      parse, validate, template, submit
  *   request_next(q, timeout, &ev)     the event stream, in this order:
- *                                       START, DELTA*, then DONE or ERROR
+ *                                       START, (DELTA | FINISH)*, then DONE
+ *                                       or ERROR; every choice i < n gets
+ *                                       its DELTAs then one FINISH
  *   request_sse(q, &ev, ...)          an event as SSE bytes (HTTP streaming)
  *   request_run(q, poll, gone, arg)   or: run to the end, watching the client
  *   request_reply(q, ...)             the whole answer (or the error) in the
@@ -29,7 +31,27 @@
  *
  * Finish reasons: EOS or a stop string -> "stop" (a stop string cancels the
  * scheduler request at once, and no part of it reaches the client); the
- * token limit or a full context -> "length".
+ * token limit or a full context -> "length". Shutdown is never "stop": a
+ * request the scheduler cancelled (sched_stop) before it produced a token
+ * ends with ERROR 503 shutting_down; one cut mid-way ends with DONE and
+ * finish "cancelled" (the socket's finish_reason too; stdin answers an
+ * "error: ... cut after N tokens: IDS" line).
+ *
+ * n > 1 (HTTP "n", "best_of" = n): n scheduler requests with the same
+ * prompt (the engine's prefix cache shares its KV), choice i sampled with
+ * seed + i; events carry the choice index; usage counts the prompt once and
+ * the completion tokens of every choice.
+ *
+ * logprobs: the scheduler computes the records (sched.h, logprob.h: raw
+ * logits' log-softmax, before temperature and penalties) for the requests
+ * that ask; DELTA events carry the records of their tokens, and replies
+ * render them in OpenAI's shapes (chat: logprobs.content[{token, logprob,
+ * bytes, top_logprobs}]; completions: logprobs {tokens, token_logprobs,
+ * top_logprobs, text_offset}). echo (completions) puts the prompt as the
+ * model saw it (detokenized, after the chat template unless raw) before the
+ * text, and with logprobs the prompt tokens' records first (the first
+ * null); a stream sends it as each choice's first chunk, once the prompt
+ * is computed.
  *
  * Threads: a request is used by one thread at a time (the transport's
  * connection thread); the engine and its scheduler are shared.
@@ -50,27 +72,32 @@ typedef struct qw_request qw_request;
 
 typedef enum {
     REQ_EV_NONE = 0, /* nothing new within the timeout */
-    REQ_EV_START,    /* the request runs (first event; the chat role chunk) */
-    REQ_EV_DELTA,    /* new output: text (text protocols) and the token ids */
-    REQ_EV_DONE,     /* finished normally; finish says why; the last event */
+    REQ_EV_START,    /* the request runs (first event; the chat role chunks, the echo) */
+    REQ_EV_DELTA,    /* new output of choice index: text (text protocols) and token ids */
+    REQ_EV_FINISH,   /* choice index finished; finish says why */
+    REQ_EV_DONE,     /* every choice finished; the last event (finish: choice 0's) */
     REQ_EV_ERROR,    /* failed (request_error says why); the last event */
 } req_ev_kind;
 
 typedef struct req_event {
     req_ev_kind kind;
+    int index;             /* DELTA, FINISH: the choice */
     const char *text;      /* DELTA: text released (may be empty: held back for a stop string
                             * or an unfinished UTF-8 character); borrowed until the next call */
     size_t text_len;
     const int32_t *tokens; /* DELTA: the ids behind it, [n_tokens]; borrowed */
     int n_tokens;
-    const char *finish;    /* DONE: "stop" / "length" */
+    const qw_logprob *logprobs; /* DELTA: [n_tokens] records if logprobs were asked, else NULL */
+    const char *finish;    /* FINISH, DONE: "stop" / "length" / "cancelled" (cut by shutdown) */
 } req_event;
 
 /* Counts and timing of a request (one formula for every transport). */
 typedef struct req_usage {
     int prompt_tokens;
-    int completion_tokens;     /* tokens that made the output (up to a stop string) */
+    int completion_tokens;     /* tokens that made the output (up to a stop string), all
+                                * choices */
     int draft_tokens, accepted_draft_tokens;
+    int cached_tokens;         /* prompt tokens whose KV came from the prefix cache */
     double prefill_tps;        /* prompt tokens / (admitted -> first token) */
     double decode_tps;         /* (generated - 1) / (first token -> finish) */
     double elapsed_s;          /* submit -> finish */

@@ -11,7 +11,7 @@
  *   response: {"tokens": [...generated ids, EOS not included...],
  *              "prompt_tokens": 3, "gen_tokens": 20, "prefill_tps": 812.5,
  *              "decode_tps": 41.3, "elapsed_s": 0.52,
- *              "finish_reason": "stop" | "length"}
+ *              "finish_reason": "stop" | "length" | "cancelled" (cut by shutdown)}
  *   error:    {"error": "message naming the field"}
  *
  * Example: echo '{"tokens": [151644, 8948, 198], "max_tokens": 20}' | nc -U /tmp/qwen.sock

@@ -19,12 +19,27 @@ static int stop_requested(int stop_fd) {
     return poll(&p, 1, 0) > 0;
 }
 
-static int stop_cb(void *arg) { return stop_requested(*(int *)arg); }
+/* A stop request cancels the running request, which then ends honestly
+ * (cut after N tokens, or not started) and is answered like any other. */
+typedef struct stop_watch {
+    int fd;
+    qw_request *q;
+    int stopped;
+} stop_watch;
+
+static int stop_cb(void *arg) {
+    stop_watch *w = arg;
+    if (!w->stopped && stop_requested(w->fd)) {
+        w->stopped = 1;
+        request_cancel(w->q);
+    }
+    return 0;
+}
 
 #define STOP_POLL_S 0.05
 
-/* One request; returns 1 if a stop was requested meanwhile (the request is
- * then cancelled and answers nothing) or the scheduler is shutting down. */
+/* One request; returns 1 if a stop was requested meanwhile or the scheduler
+ * is shutting down (the caller then stops reading). */
 static int serve_line(qw_engine *e, const char *line, size_t len, FILE *out, int stop_fd) {
     while (len && (line[len - 1] == '\r')) len--;
     size_t k = 0;
@@ -36,28 +51,23 @@ static int serve_line(qw_engine *e, const char *line, size_t len, FILE *out, int
         fflush(out);
         return 0;
     }
-    int stopped = 0;
-    if (request_start(q, line, len) == 0) {
-        stopped = request_run(q, STOP_POLL_S, stop_cb, &stop_fd);
-    } else {
-        const api_error *ae = request_error(q);
-        stopped = ae && ae->code && !strcmp(ae->code, "shutting_down");
-    }
-    if (request_status(q) == 200 && !stopped) {
+    stop_watch w = {.fd = stop_fd, .q = q};
+    if (request_start(q, line, len) == 0) request_run(q, STOP_POLL_S, stop_cb, &w);
+    const api_error *ae = request_error(q);
+    if (ae && ae->code && !strcmp(ae->code, "shutting_down")) w.stopped = 1;
+    if (!ae) {
         req_usage u;
         request_usage(q, &u);
         LOG_INFO("stdin: %d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s", u.prompt_tokens,
                  u.completion_tokens, u.prefill_tps, u.decode_tps);
     }
-    if (!(stopped && request_status(q) == 200)) {
-        size_t n;
-        const char *reply = request_reply(q, &n);
-        if (reply) fprintf(out, "%.*s\n", (int)n, reply);
-        else fputs("error: out of memory\n", out);
-        fflush(out);
-    }
+    size_t n;
+    const char *reply = request_reply(q, &n);
+    if (reply) fprintf(out, "%.*s\n", (int)n, reply);
+    else fputs("error: out of memory\n", out);
+    fflush(out);
     request_free(q);
-    return stopped;
+    return w.stopped;
 }
 
 int stdinserv_run(qw_engine *e, int in_fd, FILE *out, int stop_fd) {

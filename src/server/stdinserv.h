@@ -24,7 +24,9 @@
 /* The line parser, stdin_parse_line(), is in api.h with the other protocols. */
 
 /* Serve lines from in_fd to out until end of input (returns 0) or until
- * stop_fd becomes readable (the running request is cancelled; returns 0).
+ * stop_fd becomes readable (the running request is cancelled and answered
+ * "error: the server is shutting down; the answer was cut after N tokens:
+ * IDS"; returns 0).
  * Returns 1 on a read error. */
 int stdinserv_run(qw_engine *e, int in_fd, FILE *out, int stop_fd);
 

@@ -327,9 +327,9 @@ def test_all_sampling_fields_accepted(server):
 
 
 @pytest.mark.parametrize("field,value", [
-    ("n", 2),
+    ("n", 17),
     ("n", 0),
-    ("logprobs", True),
+    ("top_logprobs", 2),  # without logprobs: true
     ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]),
     ("response_format", {"type": "json_object"}),
 ])

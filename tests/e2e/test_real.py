@@ -375,3 +375,41 @@ def test_mode_chat_pty(real):
         assert c.wait() == 0
     finally:
         c.close()
+
+
+def test_http_name_logprobs_echo_n(real, fx, tmp_path):
+    """The served name is the GGUF's general.name (another name is 404), and
+    echo + logprobs match a float64 log-softmax of --logits-out on the real
+    file; n = 2 gives two choices."""
+    import gguf
+    f = gguf.GGUFReader(real).fields["general.name"]
+    name = bytes(f.parts[f.data[0]]).decode()
+    meta, _ = fx
+    ids = {x["name"]: x for x in meta["greedy"]}["two_plus_two"]["prompt_ids"]
+    s = start_http(real, "--parallel", "2", any_model=False)
+    try:
+        j = requests.get(s.url + "/v1/models", timeout=30).json()
+        assert [m["id"] for m in j["data"]] == [name], j
+        r = requests.post(s.url + "/v1/completions", json={"model": "gpt-4o", "prompt": ids, "max_tokens": 1},
+                          timeout=60)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found", r.text
+        r = requests.post(s.url + "/v1/completions", timeout=120, json={
+            "model": name, "prompt": ids, "max_tokens": 3, "temperature": 0, "echo": True, "logprobs": 3})
+        assert r.status_code == 200, r.text
+        lp = r.json()["choices"][0]["logprobs"]
+        gen = ok(run([QWENC, real, "--tokens", " ".join(map(str, ids)), "-n", "3", "--threads", THREADS],
+                     timeout=120)).stdout.split()
+        seq = ids + [int(x) for x in gen]
+        assert len(lp["token_logprobs"]) == len(seq) and lp["token_logprobs"][0] is None
+        x = qwenc_logits(real, seq, tmp_path).astype(np.float64)
+        m = x.max(axis=1, keepdims=True)
+        ls = x - (m + np.log(np.exp(x - m).sum(axis=1, keepdims=True)))
+        diff = max(abs(lp["token_logprobs"][i] - ls[i - 1, seq[i]]) for i in range(1, len(seq)))
+        assert diff < 2e-4, f"logprobs differ from the float64 reference by {diff}"
+        r = requests.post(s.url + "/v1/chat/completions", timeout=120, json={
+            "messages": [{"role": "user", "content": SUM}], "max_tokens": 8, "n": 2, "seed": 1,
+            "temperature": 0.8, "logprobs": True, "top_logprobs": 2})
+        assert r.status_code == 200 and [c["index"] for c in r.json()["choices"]] == [0, 1], r.text
+        assert all(len(c["logprobs"]["content"]) > 0 for c in r.json()["choices"])
+    finally:
+        stop_checked(s)

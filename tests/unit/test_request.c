@@ -14,7 +14,10 @@
  *   - a stop string ends the text before it, with finish "stop" and fewer
  *     completion tokens; the SSE rendering ends with [DONE];
  *   - a client that goes away (gone() == 1) cancels the request;
- *   - a request never started reports an error, not a hang.
+ *   - a request never started reports an error, not a hang;
+ *   - shutdown is never "stop": cut mid-way -> "cancelled" (stdin: an error
+ *     line keeping the ids), still queued -> 503 shutting_down (manual
+ *     scheduler: exact).
  * Nothing depends on thread timing: every check holds for any interleaving
  * of the engine thread and this one.
  */
@@ -210,7 +213,7 @@ static char *stream_text(qw_engine *e, const char *extra, const char **finish, i
     }
     size_t cap = 4096, len = 0;
     char *text = calloc(1, cap);
-    int first = 1, ntok = 0, ok = 1;
+    int first = 1, ntok = 0, ok = 1, seen_finish = 0;
     req_event ev;
     char last_sse[1024] = "";
     for (;;) {
@@ -231,9 +234,13 @@ static char *stream_text(qw_engine *e, const char *extra, const char **finish, i
                 len += ev.text_len;
             }
         }
+        if (ev.kind == REQ_EV_FINISH) {
+            ok &= ev.index == 0 && !seen_finish;
+            seen_finish = 1;
+        }
         if (ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) break;
     }
-    ok &= ev.kind == REQ_EV_DONE;
+    ok &= ev.kind == REQ_EV_DONE && seen_finish;
     request_next(q, 0, &ev);
     ok &= ev.kind == REQ_EV_DONE; /* the last event repeats */
     *finish = ev.finish && !strcmp(ev.finish, "stop") ? "stop" : ev.finish && !strcmp(ev.finish, "length") ? "length" : "?";
@@ -324,6 +331,76 @@ static void test_gone_and_unstarted(qw_engine *e) {
     request_free(q);
 }
 
+/* Shutdown is never "stop": on a manual scheduler (no timing), two requests
+ * run and have tokens, two wait in the queue; sched_stop cancels all four.
+ * The running ones end "cancelled" (chat) and with a cut-error line that
+ * keeps the ids (stdin); the queued ones get 503 shutting_down (chat JSON,
+ * socket error line). Replaces e->sched (run last). */
+static void test_shutdown(qw_engine *e) {
+    sched_stop(e->sched, 0);
+    sched_free(e->sched);
+    qw_sched_params sp = {.n_slots = 2, .queue_cap = 4, .manual = 1};
+    qw_err err;
+    e->sched = sched_create(e->ctx, e->pool, &sp, &err);
+    CHECK(e->sched != NULL, "manual scheduler: %s", e->sched ? "" : err.msg);
+    if (!e->sched) return;
+    const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"Go on.\"}],\"max_tokens\":200,"
+                       "\"ignore_eos\":true}";
+    const char *line = "151644 8948 198 40 1079|200";
+    const char *sock = "{\"tokens\":[151644,8948,198],\"max_tokens\":200}";
+    qw_request *a = request_new(e, API_CHAT), *d = request_new(e, API_STDIN);
+    qw_request *b = request_new(e, API_CHAT), *c = request_new(e, API_SOCKET);
+    int ok = a && b && c && d && request_start(a, chat, strlen(chat)) == 0 &&
+             request_start(d, line, strlen(line)) == 0 && request_start(b, chat, strlen(chat)) == 0 &&
+             request_start(c, sock, strlen(sock)) == 0;
+    CHECK(ok, "four requests submitted");
+    if (!ok) goto out;
+    int ta = 0, td = 0;
+    req_event ev;
+    for (int i = 0; i < 200 && (ta == 0 || td == 0); i++) {
+        sched_step(e->sched);
+        request_next(a, 0, &ev);
+        if (ev.kind == REQ_EV_DELTA) ta += ev.n_tokens;
+        request_next(d, 0, &ev);
+        if (ev.kind == REQ_EV_DELTA) td += ev.n_tokens;
+    }
+    CHECK(ta > 0 && td > 0, "both running requests have tokens (%d, %d)", ta, td);
+    sched_stop(e->sched, 0);
+
+    const char *fin = NULL;
+    for (int i = 0; i < 1000; i++) {
+        request_next(a, 0, &ev);
+        if (ev.kind == REQ_EV_FINISH || ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) break;
+    }
+    fin = ev.kind == REQ_EV_FINISH ? ev.finish : "(no finish)";
+    CHECK(ev.kind == REQ_EV_FINISH && !strcmp(fin, "cancelled"), "a request cut mid-way: finish %s", fin);
+    const char *bytes;
+    size_t bl;
+    CHECK(request_sse(a, &ev, &bytes, &bl) == 0 && strstr(bytes, "\"finish_reason\":\"cancelled\""),
+          "its SSE finish chunk says cancelled");
+
+    request_run(d, 0.0, NULL, NULL);
+    size_t n;
+    const char *r = request_reply(d, &n);
+    CHECK(r && !strncmp(r, "error: the server is shutting down; the answer was cut after ", 61),
+          "stdin: a cut answer is an error line: %s", r ? r : "NULL");
+
+    request_run(b, 0.0, NULL, NULL);
+    const api_error *ae = request_error(b);
+    r = request_reply(b, &n);
+    CHECK(request_status(b) == 503 && ae && !strcmp(ae->code, "shutting_down") && r && strstr(r, "shutting_down"),
+          "a queued request gets 503 shutting_down: %s", r ? r : "NULL");
+
+    request_run(c, 0.0, NULL, NULL);
+    r = request_reply(c, &n);
+    CHECK(r && !strncmp(r, "{\"error\":", 9) && strstr(r, "shutting down"), "socket: %s", r ? r : "NULL");
+out:
+    request_free(a);
+    request_free(b);
+    request_free(c);
+    request_free(d);
+}
+
 int main(void) {
     qw_log_set_level(QW_LOG_WARN);
     test_arena();
@@ -341,6 +418,7 @@ int main(void) {
             test_token_protocols(&e);
             test_events(&e);
             test_gone_and_unstarted(&e);
+            test_shutdown(&e);
             engine_close(&e, 0);
         }
     }

@@ -157,7 +157,7 @@ static void test_sse(void) {
     cJSON_Delete(j);
     free(ev);
 
-    api_usage u = {7, 5, 4, 3};
+    api_usage u = {7, 5, 4, 3, 2};
     ev = api_sse_chunk(API_CHAT, &m, NULL, NULL, 0, NULL, &u);
     j = parse_sse(ev);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")) == 0, "usage chunk has no choices");
@@ -168,6 +168,9 @@ static void test_sse(void) {
               cJSON_GetObjectItem(det, "accepted_draft_tokens") &&
               cJSON_GetObjectItem(det, "accepted_draft_tokens")->valueint == 3,
           "usage.completion_tokens_details draft counts");
+    cJSON *pd = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens_details");
+    CHECK(pd && cJSON_GetObjectItem(pd, "cached_tokens") && cJSON_GetObjectItem(pd, "cached_tokens")->valueint == 2,
+          "usage.prompt_tokens_details.cached_tokens");
     cJSON_Delete(j);
     free(ev);
 
@@ -289,9 +292,12 @@ static void test_parse_no_tokenizer(void) {
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"stop\":5}", 400, "stop");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"stop\":[\"a\",1]}", 400, "stop");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"stream\":\"yes\"}", 400, "stream");
-    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"n\":2}", 400, "n");
-    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"logprobs\":1}", 400, "logprobs");
-    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"echo\":true}", 400, "echo");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"n\":17}", 400, "n");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"n\":0}", 400, "n");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"logprobs\":21}", 400, "logprobs");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"logprobs\":true}", 400, "logprobs");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"echo\":\"yes\"}", 400, "echo");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"n\":2,\"best_of\":3}", 400, "best_of");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"best_of\":3}", 400, "best_of");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"suffix\":\"x\"}", 400, "suffix");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"logit_bias\":{\"5\":1}}", 400, "logit_bias");
@@ -305,6 +311,17 @@ static void test_parse_no_tokenizer(void) {
     /* Harmless: n 1, logprobs false, null fields. */
     b = "{\"prompt\":[1],\"n\":1,\"logprobs\":false,\"stop\":null,\"temperature\":null,\"tools\":[]}";
     CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0, "harmless fields: %s", e.message);
+    CHECK(r.n == 1 && !r.logprobs && !r.echo, "n 1, no logprobs, no echo");
+    api_req_free(&r);
+    /* n, best_of = n, logprobs (int), echo. */
+    b = "{\"prompt\":[1],\"n\":3,\"best_of\":3,\"logprobs\":5,\"echo\":true}";
+    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0 && r.n == 3 && r.logprobs && r.top_logprobs == 5 &&
+              r.echo,
+          "n 3, logprobs 5, echo: %s", e.message);
+    api_req_free(&r);
+    b = "{\"prompt\":[1],\"logprobs\":0}";
+    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0 && r.logprobs && r.top_logprobs == 0,
+          "logprobs 0: the chosen tokens only");
     api_req_free(&r);
 
     bad(API_CHAT, &lim, "{}", 400, "messages");
@@ -319,7 +336,13 @@ static void test_parse_no_tokenizer(void) {
         "messages[0].content");
     bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}",
         400, "tools");
-    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", 400, "n");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", 400, "n");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", 400,
+        "top_logprobs");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+        "\"top_logprobs\":21}", 400, "top_logprobs");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", 400,
+        "logprobs");
     bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400, "max_tokens");
     bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":65}", 400,
         "max_completion_tokens");
