@@ -25,6 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0 /* macOS: the server modes ignore SIGPIPE */
+#endif
+
 #include "base/log.h"
 #include "server/api.h"
 #include "server/gate.h"
