@@ -34,7 +34,8 @@ np.memmap, so nothing is loaded into memory whole, and writes tensors one by one
   - tokenizer: "gpt2" model with "qwen2" pre-tokenizer from MODEL_DIR/tokenizer.json
     (token list padded to vocab_size with [PADn], token types, merges, bos/eos/pad
     ids). Without a tokenizer.json, a placeholder byte-level vocabulary is written
-    (enough for llama.cpp to load; the benchmark feeds token ids).
+    (enough for llama.cpp to load; the benchmark feeds token ids);
+  - tokenizer.chat_template from MODEL_DIR/tokenizer_config.json when it has one.
 Checked against the transformers fixtures (tests/fixtures/models, converted with
 --type f32): llama.cpp's logits match to 3-5e-4 relative (its KV cache is F16).
 llama.cpp's qwen2 graph requires heads x head_dim == hidden_size, so a model with
@@ -248,6 +249,14 @@ def main():
     if pad is not None:
         w.add_pad_token_id(pad)
     w.add_add_bos_token(False)
+    # The chat template, as llama.cpp's converter copies it (qwenc renders
+    # chat only for templates it recognises, so a GGUF without one refuses chat).
+    tcfg = os.path.join(args.model_dir, "tokenizer_config.json")
+    if os.path.exists(tcfg):
+        with open(tcfg, encoding="utf-8") as f:
+            tmpl = json.load(f).get("chat_template")
+        if isinstance(tmpl, str):
+            w.add_chat_template(tmpl)
 
     names = [("model.embed_tokens.weight", "token_embd.weight"),
              ("model.norm.weight", "output_norm.weight")]

@@ -4,7 +4,7 @@
 # The venv lives in $VENV (default: .venv at the top of the checkout) and is made
 # with $PYTHON (default: python3). Versions are pinned so fixtures and benchmarks
 # are reproducible.
-#   (no flag)  what CI's tests need: pytest, requests, openai, numpy, gguf (pure
+#   (no flag)  what CI's tests need: pytest, requests, openai, numpy, gguf, jsonschema (pure
 #              Python: tests/e2e/test_gguf.py writes GGUF with tools/to_gguf.py).
 #   --torch    also torch (CPU), transformers, tokenizers, safetensors, gguf:
 #              what tools/make_fixtures.py needs. torch comes from the CPU wheel in
@@ -34,7 +34,7 @@ for a in "$@"; do
   esac
 done
 
-BASE="pytest==9.2.0 requests==2.34.2 openai==3.57.0 numpy==2.4.6 gguf==0.19.0"
+BASE="pytest==9.2.0 requests==2.34.2 openai==3.57.0 numpy==2.4.6 gguf==0.19.0 jsonschema==4.26.0"
 TORCH_PKGS="transformers==5.24.0 tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0 accelerate==1.16.0"
 BENCH_PKGS="safetensors==0.8.0 gguf==0.19.0"
 LLAMA_PKG="llama-cpp-python==0.3.36"

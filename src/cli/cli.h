@@ -25,6 +25,10 @@ typedef struct qw_opts {
     int raw;                  /* --raw: no chat template */
     const char *tokenize;     /* --tokenize TEXT|- */
     const char *detokenize;   /* --detokenize IDS */
+    /* constrained output (--prompt): at most one of these */
+    const char *json_schema;  /* --json-schema FILE: the output validates against it */
+    const char *grammar;      /* --grammar FILE: GBNF, start rule "root" */
+    int json_object;          /* --json-object: any JSON object */
     /* sampling */
     qw_sampling sampling;
     int sampling_set;         /* any sampling flag given (else model defaults / greedy) */
@@ -41,6 +45,7 @@ typedef struct qw_opts {
     const char *host;         /* --host ADDR (default 127.0.0.1) */
     int parallel;             /* --parallel N slots (default 4) */
     int queue;                /* --queue N waiting requests (default 64) */
+    long cache_mb;            /* --cache-ram MB: prefix cache budget; -1 = default (engine.h), 0 = off */
     const char *api_key;      /* --api-key KEY */
     const char *cors;         /* --cors ORIGIN */
     long max_body;            /* --max-body BYTES (default 1 MiB) */

@@ -146,17 +146,22 @@ static void msgs_drop_front(chat *c, int n) {
     c->n_msgs -= n;
 }
 
-/* The conversation as template input: the system prompt, then the turns. */
+/* The conversation as template input: the system prompt (if set; else
+ * the template's own default, e.g. Qwen2.5's), then the turns. Zeroed:
+ * no tool calls, no reasoning. */
 static int render(chat *c, int32_t **ids, size_t *n, qw_err *err) {
-    qw_chat_msg *cm = malloc((size_t)(c->n_msgs + 1) * sizeof *cm);
+    qw_chat_msg *cm = calloc((size_t)c->n_msgs + 1, sizeof *cm);
     if (!cm) return qw_errf(err, "chat: out of memory");
-    cm[0].role = "system";
-    cm[0].content = c->system ? c->system : QW_DEFAULT_SYSTEM;
-    for (int i = 0; i < c->n_msgs; i++) {
-        cm[i + 1].role = c->msgs[i].role;
-        cm[i + 1].content = c->msgs[i].content;
+    size_t k = 0;
+    if (c->system) {
+        cm[k].role = "system";
+        cm[k++].content = c->system;
     }
-    int rc = chat_encode(c->tok, cm, (size_t)c->n_msgs + 1, 1, ids, n, err);
+    for (int i = 0; i < c->n_msgs; i++, k++) {
+        cm[k].role = c->msgs[i].role;
+        cm[k].content = c->msgs[i].content;
+    }
+    int rc = chat_encode(c->tok, cm, k, 1, ids, n, err);
     free(cm);
     return rc;
 }

@@ -29,6 +29,7 @@ int mode_socket(const qw_opts *o) {
         .quant = o->quant,
         .precision = o->precision,
         .spec_k = opts_spec_k(o),
+        .cache_mb = o->cache_mb,
         .n_ctx = o->n_ctx,
         .parallel = o->parallel,
         .queue = o->queue,

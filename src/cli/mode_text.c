@@ -14,6 +14,7 @@
  * printed whole. stderr gets load and speed figures.
  * Exit codes: 0 ok, 1 runtime failure, 2 usage.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 #include "base/log.h"
 #include "cli/cli.h"
 #include "engine/generate.h"
+#include "grammar/grammar.h"
 #include "infer/forward.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -137,6 +139,88 @@ static int on_token(void *user, int32_t id) {
     return 0;
 }
 
+/* Read a whole file into a NUL-terminated malloc'd buffer; NULL with a
+ * message on stderr naming the option and the file. */
+static char *read_file(const char *opt, const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "qwenc: %s %s: %s\n", opt, path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *q = realloc(buf, cap);
+            if (!q) {
+                fprintf(stderr, "qwenc: %s %s: out of memory\n", opt, path);
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = q;
+        }
+        size_t r = fread(buf + n, 1, 4096, f);
+        n += r;
+        if (r < 4096) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "qwenc: %s %s: read error\n", opt, path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* The grammar of --json-schema / --grammar / --json-object, or NULL (none
+ * given: *failed = 0; bad file: message on stderr, *failed = 1). */
+static qw_grammar *load_constraint(const qw_opts *o, int *failed) {
+    qw_grammar *g = NULL;
+    qw_err err = {{0}};
+    *failed = 0;
+    if (o->json_object) {
+        if (grammar_compile_json_object(&g, &err)) goto fail;
+        return g;
+    }
+    const char *opt = o->json_schema ? "--json-schema" : "--grammar";
+    const char *path = o->json_schema ? o->json_schema : o->grammar;
+    if (!path) return NULL;
+    size_t len = 0;
+    char *text = read_file(opt, path, &len);
+    if (!text) {
+        *failed = 1;
+        return NULL;
+    }
+    int rc;
+    if (o->json_schema) {
+        cJSON *schema = cJSON_ParseWithLength(text, len);
+        if (!schema) {
+            fprintf(stderr, "qwenc: --json-schema %s: not valid JSON\n", path);
+            free(text);
+            *failed = 1;
+            return NULL;
+        }
+        rc = grammar_compile_json_schema(&g, schema, &err);
+        cJSON_Delete(schema);
+    } else {
+        rc = grammar_compile_gbnf(&g, text, len, NULL, &err);
+    }
+    free(text);
+    if (!rc) return g;
+    fprintf(stderr, "qwenc: %s %s: %s\n", opt, path, err.msg);
+    *failed = 1;
+    return NULL;
+fail:
+    fprintf(stderr, "qwenc: %s\n", err.msg);
+    *failed = 1;
+    return NULL;
+}
+
 static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     qw_err err = {{0}};
     qw_model *m = NULL;
@@ -146,18 +230,27 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     size_t n = 0;
     stream_out so = {0};
     int status = 1;
+    qw_gvocab *gv = NULL;
+    qw_gmatch *gm = NULL;
 
+    /* a bad schema or grammar fails before the model loads */
+    int cfailed = 0;
+    qw_grammar *grammar = load_constraint(o, &cfailed);
+    if (cfailed) return 2;
     if (kernels_init(&err)) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
+        grammar_release(grammar);
         return 1;
     }
     double t0 = qw_now();
     if (model_load(&m, dir, &err)) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
+        grammar_release(grammar);
         return 1;
     }
     if (cli_quantize(o, m)) {
         model_free(m);
+        grammar_release(grammar);
         return 1;
     }
     const qw_config *cfg = &m->cfg;
@@ -169,8 +262,8 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     } else {
         qw_chat_msg msgs[2];
         size_t nm = 0;
-        if (o->system) msgs[nm++] = (qw_chat_msg){"system", o->system};
-        msgs[nm++] = (qw_chat_msg){"user", o->prompt};
+        if (o->system) msgs[nm++] = (qw_chat_msg){.role = "system", .content = o->system};
+        msgs[nm++] = (qw_chat_msg){.role = "user", .content = o->prompt};
         if (chat_encode(tok, msgs, nm, 1, &ids, &n, &err)) goto fail_err;
     }
     if (n == 0) {
@@ -230,10 +323,22 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     fprintf(stderr, "qwenc: %s loaded in %.2f s; prompt %zu tokens, %d threads\n", m->name ? m->name : dir,
             qw_now() - t0, n, threads);
 
+    if (grammar) {
+        int32_t eos[QW_MAX_EOS];
+        for (int i = 0; i < cfg->n_eos; i++) eos[i] = cfg->eos_ids[i];
+        gv = gvocab_create(tok, cfg->vocab, eos, cfg->n_eos, &err);
+        gm = gv ? gmatch_create(grammar, gv) : NULL;
+        if (!gm) {
+            if (gv) qw_errf(&err, "out of memory");
+            goto fail_err;
+        }
+    }
     qw_gen_stats st;
     memset(&st, 0, sizeof st);
     if (max_new > 0 &&
-        gen_run(ctx, pool, 0, 0, ids, (int)n, max_new, &sp, opts_spec_k(o), on_token, &so, &st, &err) && !so.failed)
+        gen_run_constrained(ctx, pool, 0, 0, ids, (int)n, max_new, &sp, opts_spec_k(o), gm, on_token, &so, &st,
+                            &err) &&
+        !so.failed)
         goto fail_err;
     size_t tl;
     const char *tail = tok_stream_flush(so.st, &tl);
@@ -251,6 +356,9 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
 fail_err:
     fprintf(stderr, "qwenc: %s\n", err.msg);
 out:
+    gmatch_free(gm);
+    gvocab_free(gv);
+    grammar_release(grammar);
     tok_stream_free(so.st);
     free(ids);
     if (ctx) ctx_free(ctx);

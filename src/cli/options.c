@@ -17,6 +17,7 @@ void opts_defaults(qw_opts *o) {
     o->host = "127.0.0.1";
     o->parallel = 4;
     o->queue = 64;
+    o->cache_mb = -1;
     o->max_body = 1L << 20;
     o->max_conns = 1024;
     o->header_timeout = 10;
@@ -40,10 +41,13 @@ void usage(FILE *f) {
         "                                      (float32 LE, n_tokens x vocab)\n"
         "  qwenc MODEL --prompt \"TEXT\" [-n N] [--system TEXT] [--raw] [sampling]\n"
         "                                      chat-templated generation, text streamed\n"
+        "              [--json-schema FILE | --grammar FILE | --json-object]\n"
+        "                                      constrain the output to a JSON Schema, a\n"
+        "                                      GBNF grammar or any JSON object (docs/grammar.md)\n"
         "  qwenc MODEL --tokenize \"TEXT\"|-    print token ids (no template)\n"
         "  qwenc MODEL --detokenize \"IDS\"      print text\n"
         "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
-        "              [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
+        "              [--cache-ram MB] [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
         "              [--alias NAME] [--any-model] [--max-conns N]\n"
         "              [--header-timeout S] [--drain S]\n"
         "                                      HTTP server (seed API + OpenAI API); the model\n"
@@ -92,6 +96,11 @@ void usage(FILE *f) {
         "                    verify them in one batched pass; the output is exactly the\n"
         "                    output without it (greedy and seeded sampling)\n"
         "  --spec-k N        most drafted tokens per step (default 16; 0 = off)\n"
+        "  --cache-ram MB    servers: memory for the prefix cache, the KV pages of\n"
+        "                    finished requests kept so that a later prompt with the same\n"
+        "                    beginning (chat history, system prompt) skips recomputing\n"
+        "                    it (default: room for max(parallel, 8) x ctx tokens, at most\n"
+        "                    1/8 of the machine's memory; 0 = off)\n"
         "  --quant q8_0      quantize the weights to Q8_0 at load (8.5 bits per weight:\n"
         "                    about half the memory traffic of BF16; none = keep as stored)\n"
         "Environment:\n"
@@ -170,6 +179,9 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--prompt")) { NEED_ARG; o->prompt = v; }
         else if (!strcmp(a, "--system")) { NEED_ARG; o->system = v; }
         else if (!strcmp(a, "--raw")) o->raw = 1;
+        else if (!strcmp(a, "--json-schema")) { NEED_ARG; o->json_schema = v; }
+        else if (!strcmp(a, "--grammar")) { NEED_ARG; o->grammar = v; }
+        else if (!strcmp(a, "--json-object")) o->json_object = 1;
         else if (!strcmp(a, "--tokenize")) { NEED_ARG; o->tokenize = v; }
         else if (!strcmp(a, "--detokenize")) { NEED_ARG; o->detokenize = v; }
         else if (!strcmp(a, "--greedy")) { o->sampling.temperature = 0; o->sampling_set = 1; }
@@ -240,6 +252,9 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
             NEED_ARG; if (parse_long(a, v, 1, 256, &l)) return -1; o->parallel = (int)l;
         }
+        else if (!strcmp(a, "--cache-ram")) {
+            NEED_ARG; if (parse_long(a, v, 0, 1L << 30, &l)) return -1; o->cache_mb = l;
+        }
         else if (!strcmp(a, "--queue")) {
             NEED_ARG; if (parse_long(a, v, 0, 1 << 20, &l)) return -1; o->queue = (int)l;
         }
@@ -273,6 +288,15 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
             return -1;
         }
 #undef NEED_ARG
+    }
+    int n_constraints = !!o->json_schema + !!o->grammar + !!o->json_object;
+    if (n_constraints > 1) {
+        fprintf(stderr, "qwenc: --json-schema, --grammar and --json-object: give at most one\n");
+        return -1;
+    }
+    if (n_constraints && !o->prompt) {
+        fprintf(stderr, "qwenc: --json-schema, --grammar and --json-object go with --prompt\n");
+        return -1;
     }
     return 0;
 }

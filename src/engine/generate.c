@@ -25,6 +25,13 @@ int gen_is_eos(const qw_config *cfg, int32_t token) {
 
 int gen_run(qw_ctx *ctx, qw_pool *pool, int slot, int start_pos, const int32_t *prompt, int n_prompt, int max_new,
             const qw_sampling *sp, int spec_k, qw_token_cb cb, void *user, qw_gen_stats *stats, qw_err *err) {
+    return gen_run_constrained(ctx, pool, slot, start_pos, prompt, n_prompt, max_new, sp, spec_k, NULL, cb, user,
+                               stats, err);
+}
+
+int gen_run_constrained(qw_ctx *ctx, qw_pool *pool, int slot, int start_pos, const int32_t *prompt, int n_prompt,
+                        int max_new, const qw_sampling *sp, int spec_k, qw_gmatch *gm, qw_token_cb cb, void *user,
+                        qw_gen_stats *stats, qw_err *err) {
     const qw_config *cfg = &ctx_model(ctx)->cfg;
     qw_gen_stats st;
     memset(&st, 0, sizeof st);
@@ -38,6 +45,10 @@ int gen_run(qw_ctx *ctx, qw_pool *pool, int slot, int start_pos, const int32_t *
         return qw_errf(err, "gen_run: %d cached + %d prompt + %d new tokens exceed the context of %d", start_pos,
                        n_prompt, max_new, n_ctx);
     if (spec_k < 0) return qw_errf(err, "gen_run: spec_k %d must be >= 0", spec_k);
+    if (gm && gvocab_n_vocab(gmatch_vocab(gm)) != cfg->vocab)
+        return qw_errf(err, "gen_run: the grammar's vocabulary has %d tokens, the model %d",
+                       gvocab_n_vocab(gmatch_vocab(gm)), cfg->vocab);
+    if (gm) spec_k = 0; /* drafts would need the matcher state after each draft */
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= cfg->vocab)
             return qw_errf(err, "gen_run: prompt token %d (index %d) is outside the vocabulary [0, %d)", prompt[i], i,
@@ -77,8 +88,17 @@ int gen_run(qw_ctx *ctx, qw_pool *pool, int slot, int start_pos, const int32_t *
          * matched what the sampler chose (see sched.h on exactness). */
         int accepted = 0, stop = 0;
         for (int j = 0; j <= k; j++) {
-            int32_t tok = sampler_sample(smp, ctx_logits(ctx, j), hist, n_hist);
-            if (gen_is_eos(cfg, tok)) {
+            float *logits = ctx_logits(ctx, j);
+            if (gm && gmatch_apply(gm, logits) == 0) {
+                qw_errf(err, "gen_run: the grammar allows no token here (after %d generated tokens)", st.n_gen);
+                goto done;
+            }
+            int32_t tok = sampler_sample(smp, logits, hist, n_hist);
+            if (gm && !gmatch_accept_token(gm, tok)) {
+                qw_errf(err, "gen_run: internal error: the grammar rejected sampled token %d", tok);
+                goto done;
+            }
+            if (gen_is_eos(cfg, tok) || (gm && gmatch_is_finished(gm))) {
                 st.finish = QW_FINISH_STOP;
                 stop = 1;
                 break;

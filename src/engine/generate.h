@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "infer/forward.h"
+#include "grammar/grammar.h"
 #include "sample/sampler.h"
 
 typedef struct qw_gen_stats {
@@ -33,6 +34,15 @@ typedef int (*qw_token_cb)(void *user, int32_t token);
 int gen_run(qw_ctx *ctx, qw_pool *pool, int slot, int start_pos, const int32_t *prompt,
             int n_prompt, int max_new, const qw_sampling *sp, int spec_k, qw_token_cb cb, void *user,
             qw_gen_stats *stats, qw_err *err);
+
+/* gen_run under a grammar (grammar.h): gm (the caller's matcher, at the
+ * state the output starts in; NULL = none) masks every step's logits and
+ * advances by each token; generation stops when the grammar took EOS. No
+ * drafts (spec_k is ignored). Fails with a message at a dead end (no token
+ * continues the grammar). */
+int gen_run_constrained(qw_ctx *ctx, qw_pool *pool, int slot, int start_pos, const int32_t *prompt, int n_prompt,
+                        int max_new, const qw_sampling *sp, int spec_k, qw_gmatch *gm, qw_token_cb cb, void *user,
+                        qw_gen_stats *stats, qw_err *err);
 
 /* True if token is one of the model's EOS ids. */
 int gen_is_eos(const qw_config *cfg, int32_t token);

@@ -19,6 +19,8 @@
 #include "base/log.h"
 #include "engine/draft.h"
 #include "engine/generate.h"
+#include "grammar/grammar.h"
+#include "infer/kvcache.h"
 
 const double qw_sched_ttft_bounds[10] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 
@@ -32,6 +34,8 @@ struct qw_req {
     qw_sampling sampling;
     qw_sampler *sampler;  /* engine thread only */
     qw_drafter drafter;   /* engine thread only */
+    qw_gmatch *gm;        /* grammar matcher (engine thread only), NULL = unconstrained */
+    int dead_end;         /* engine: the grammar allowed no token (set while sampling) */
     /* logprobs (NULL unless asked): written by the engine thread before the
      * token they describe is published */
     int top_logprobs;
@@ -50,6 +54,7 @@ typedef struct slot {
     qw_req *req;   /* NULL = free */
     int n_past;    /* positions of this slot filled in the KV cache */
     int prefilling;
+    int looked_up; /* the prefix cache was asked for this request's prompt */
     /* this step's batch entry (engine thread) */
     int row0;      /* first logits row, -1 = none */
     int n_draft;   /* drafted tokens after the decode token */
@@ -59,6 +64,8 @@ typedef struct slot {
 
 struct qw_sched {
     qw_ctx *ctx;
+    qw_kv *kv;    /* ctx's paged KV cache (engine thread) */
+    uint64_t evictions0; /* kv's eviction count when this scheduler started */
     qw_pool *pool;
     const qw_model *model;
     int n_slots, n_ctx, max_batch, vocab, queue_cap, prefill_chunk, spec_k;
@@ -89,6 +96,7 @@ struct qw_sched {
 static void req_unref(qw_req *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
     sampler_free(r->sampler);
+    gmatch_free(r->gm);
     free(r->toks);
     free(r->lp);
     free(r->plp);
@@ -128,6 +136,8 @@ static void req_finish(qw_sched *s, qw_req *r, int finish, const char *fail_msg)
 /* Engine thread. The slot table's request pointers and n_active are read
  * by admit and by other threads (submit, metrics, stop) under s->mu. */
 static void free_slot(qw_sched *s, int i) {
+    /* the confirmed positions' pages go to the prefix cache (kvcache.h) */
+    if (s->slots[i].req) kv_slot_release(s->kv, i, s->slots[i].req->toks, s->slots[i].n_past);
     pthread_mutex_lock(&s->mu);
     s->slots[i].req = NULL;
     s->slots[i].n_past = 0;
@@ -165,6 +175,7 @@ static int admit_locked(qw_sched *s, qw_req **dead) {
         sl->req = r;
         sl->n_past = 0;
         sl->prefilling = 1;
+        sl->looked_up = 0;
         s->n_active++;
         admitted++;
         pthread_mutex_lock(&r->mu);
@@ -217,16 +228,26 @@ static void sample_slot(qw_sched *s, slot *sl) {
     sl->n_out = 0;
     for (int j = 0; j <= sl->n_draft; j++) {
         int row = sl->row0 + j;
+        float *logits = ctx_logits(s->ctx, row);
         int32_t t;
         if (r->lp) {
-            /* The sampler may change its logits: it gets a copy, the record
-             * the raw row. */
-            const float *raw = ctx_logits(s->ctx, row);
-            memcpy(r->lp_logits, raw, (size_t)s->vocab * sizeof(float));
-            t = sampler_sample(r->sampler, r->lp_logits, r->toks, n_hist + j);
-            logprob_record(raw, s->vocab, t, r->top_logprobs, &r->lp[r->n_gen + j]);
-        } else {
-            t = sampler_sample(r->sampler, ctx_logits(s->ctx, row), r->toks, n_hist + j);
+            /* The sampler (and the grammar mask) may change its logits: it
+             * gets a copy, the record the raw row. */
+            memcpy(r->lp_logits, logits, (size_t)s->vocab * sizeof(float));
+            logits = r->lp_logits;
+        }
+        /* Constrained: mask what the grammar cannot continue with, then
+         * advance it by the token drawn (constrained requests have no
+         * drafts, so this runs once per step). */
+        if (r->gm && gmatch_apply(r->gm, logits) == 0) {
+            r->dead_end = 1;
+            break;
+        }
+        t = sampler_sample(r->sampler, logits, r->toks, n_hist + j);
+        if (r->lp) logprob_record(ctx_logits(s->ctx, row), s->vocab, t, r->top_logprobs, &r->lp[r->n_gen + j]);
+        if (r->gm && !gmatch_accept_token(r->gm, t)) {
+            r->dead_end = 1; /* cannot happen: t had a finite logit, so the mask allowed it */
+            break;
         }
         s->row_tok[row] = t;
         sl->n_out++;
@@ -268,6 +289,33 @@ static int step(qw_sched *s) {
             free_slot(s, i);
             req_finish(s, r, QW_FINISH_LENGTH, NULL);
             did = 1;
+        }
+    }
+
+    /* Newly admitted prompts: map the longest cached prefix, then claim the
+     * rest of the prompt's full pages so that requests starting later with
+     * the same prefix wait for this one instead of computing it again. */
+    if (kv_cache_budget(s->kv) > 0) {
+        uint64_t lookups = 0, hit = 0, asked = 0;
+        for (int i = 0; i < s->n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->req || !sl->prefilling || sl->looked_up) continue;
+            qw_req *r = sl->req;
+            sl->looked_up = 1;
+            /* prompt logprobs need the logits of every prompt position */
+            sl->n_past = r->plp ? 0 : kv_prefix_map(s->kv, i, r->toks, r->n_prompt);
+            kv_prefix_claim(s->kv, i, r->toks, r->n_prompt, sl->n_past);
+            lookups++, hit += (uint64_t)sl->n_past, asked += (uint64_t)r->n_prompt;
+            pthread_mutex_lock(&r->mu);
+            r->st.n_cached = sl->n_past;
+            pthread_mutex_unlock(&r->mu);
+        }
+        if (lookups) {
+            pthread_mutex_lock(&s->mu);
+            s->m.prefix_lookups += lookups;
+            s->m.prefix_hit_tokens += hit;
+            s->m.prefix_lookup_tokens += asked;
+            pthread_mutex_unlock(&s->mu);
         }
     }
 
@@ -318,17 +366,30 @@ static int step(qw_sched *s) {
     /* Prompt tokens this step: while others are generating, at most
      * prefill_chunk / 2 (so one long prompt delays their next token by a
      * bounded amount); otherwise as many as fit. */
-    int budget = s->max_batch - n;
+    int budget = s->max_batch - n, n_prefill = 0;
     if (n_decode > 0 && budget > s->prefill_chunk / 2) budget = s->prefill_chunk / 2 > 0 ? s->prefill_chunk / 2 : 1;
     int limit = n + budget;
     for (int i = 0; i < s->n_slots && n < limit; i++) {
         slot *sl = &s->slots[i];
         if (!sl->req || !sl->prefilling) continue;
+        /* prefix pages another slot is still computing: wait for them
+         * (or compute them, if that slot went away) */
+        int mapped = sl->n_past;
+        if (kv_slot_wait(s->kv, i, &sl->n_past)) continue;
         qw_req *r = sl->req;
+        if (sl->n_past < mapped) {
+            pthread_mutex_lock(&r->mu);
+            r->st.n_cached = sl->n_past;
+            pthread_mutex_unlock(&r->mu);
+            pthread_mutex_lock(&s->mu);
+            s->m.prefix_hit_tokens -= (uint64_t)(mapped - sl->n_past);
+            pthread_mutex_unlock(&s->mu);
+        }
         int left = r->n_prompt - sl->n_past;
         int take = left;
         if (take > s->prefill_chunk) take = s->prefill_chunk;
         if (take > limit - n) take = limit - n;
+        n_prefill += take;
         for (int k = 0; k < take; k++) {
             s->b_tok[n] = r->toks[sl->n_past + k];
             s->b_pos[n] = sl->n_past + k;
@@ -395,6 +456,11 @@ static int step(qw_sched *s) {
         qw_req *r = sl->req;
         /* The entry fed positions base .. base + n_draft; the cache now
          * holds the decode token and the n_out - 1 accepted drafts. */
+        if (r->dead_end) {
+            free_slot(s, i);
+            req_finish(s, r, QW_FINISH_STOP, "the grammar allows no token here (no token of the vocabulary continues it)");
+            continue;
+        }
         int base = sl->n_past - 1 - sl->n_draft;
         int accepted = sl->n_out - 1;
         if (!sl->prefilling) {
@@ -417,7 +483,8 @@ static int step(qw_sched *s) {
         }
         for (int j = 0; j < sl->n_out; j++) {
             int32_t t = s->row_tok[sl->row0 + j];
-            if (!r->ignore_eos && is_eos(&s->model->cfg, t)) {
+            /* a grammar that took EOS is done, whatever ignore_eos says */
+            if ((!r->ignore_eos && is_eos(&s->model->cfg, t)) || (r->gm && gmatch_is_finished(r->gm))) {
                 free_slot(s, i);
                 req_finish(s, r, QW_FINISH_STOP, NULL);
                 break;
@@ -434,7 +501,19 @@ static int step(qw_sched *s) {
         }
     }
 
+    /* Prompt pages this step completed become readable by waiting slots. */
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].req) kv_slot_advance(s->kv, i, s->slots[i].n_past);
+    qw_kv_stats ks;
+    kv_stats(s->kv, &ks);
+
     pthread_mutex_lock(&s->mu);
+    s->m.prefill_tokens_total += (uint64_t)n_prefill;
+    s->m.kv_pages_used = ks.pages_used;
+    s->m.kv_pages_cached = ks.pages_cached;
+    s->m.kv_bytes = ks.bytes;
+    s->m.kv_page_bytes = ks.page_bytes;
+    s->m.kv_evictions = ks.evictions - s->evictions0;
     s->m.steps++;
     s->m.busy_s += t1 - t0;
     s->m.gen_tokens_total += (uint64_t)n_generated;
@@ -487,6 +566,11 @@ qw_sched *sched_create(qw_ctx *ctx, qw_pool *pool, const qw_sched_params *p, qw_
         return NULL;
     }
     s->ctx = ctx;
+    s->kv = ctx_kv(ctx);
+    kv_set_cache_budget(s->kv, p->cache_bytes > 0 ? p->cache_bytes : 0);
+    qw_kv_stats ks;
+    kv_stats(s->kv, &ks);
+    s->evictions0 = ks.evictions;
     s->pool = pool;
     s->model = ctx_model(ctx);
     s->n_slots = p->n_slots;
@@ -598,6 +682,8 @@ void sched_stop(qw_sched *s, double grace_s) {
 void sched_free(qw_sched *s) {
     if (!s) return;
     sched_stop(s, 0);
+    /* the prefix cache lives as long as its scheduler */
+    kv_set_cache_budget(s->kv, 0);
     free(s->slots);
     free(s->b_tok);
     free(s->b_pos);
@@ -632,6 +718,14 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
             return QW_SCHED_EINVAL;
         }
     }
+    if (!p->grammar != !p->gvocab) {
+        qw_errf(err, "a grammar needs its vocabulary (gvocab) and the other way round");
+        return QW_SCHED_EINVAL;
+    }
+    if (p->gvocab && gvocab_n_vocab(p->gvocab) != s->vocab) {
+        qw_errf(err, "the grammar vocabulary has %d tokens, the model %d", gvocab_n_vocab(p->gvocab), s->vocab);
+        return QW_SCHED_EINVAL;
+    }
     int max_new = p->max_new;
     if (max_new > s->n_ctx - p->n_prompt) max_new = s->n_ctx - p->n_prompt;
 
@@ -642,6 +736,7 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     }
     r->toks = malloc(((size_t)p->n_prompt + (size_t)max_new + 1) * sizeof(int32_t));
     r->sampler = sampler_create(&p->sampling, s->vocab);
+    if (p->grammar) r->gm = gmatch_create(p->grammar, p->gvocab);
     int lp_ok = 1;
     if (p->logprobs || p->prompt_logprobs) {
         int k = p->top_logprobs;
@@ -653,7 +748,8 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
         }
         if (p->prompt_logprobs) lp_ok = lp_ok && (r->plp = calloc((size_t)p->n_prompt, sizeof *r->plp));
     }
-    if (!r->toks || !r->sampler || !lp_ok) {
+    if (!r->toks || !r->sampler || !lp_ok || (p->grammar && !r->gm)) {
+        gmatch_free(r->gm);
         sampler_free(r->sampler);
         free(r->toks);
         free(r->lp);
@@ -673,7 +769,9 @@ int sched_submit(qw_sched *s, const qw_req_params *p, qw_req **out, qw_err *err)
     r->max_new = max_new;
     r->ignore_eos = p->ignore_eos;
     r->sampling = p->sampling;
-    drafter_init(&r->drafter, p->no_spec ? 0 : s->spec_k);
+    /* No drafts under a grammar: a draft's row would need the matcher state
+     * after the earlier drafts (simplest correct answer; output unchanged). */
+    drafter_init(&r->drafter, p->no_spec || p->grammar ? 0 : s->spec_k);
     r->st.n_prompt = p->n_prompt;
     r->t_submit = qw_now();
 

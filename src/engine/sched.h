@@ -27,6 +27,18 @@
  * per emitted token in the same order, so the output is the plain output,
  * greedy and seeded sampling alike.
  *
+ * Prefix cache (cache_bytes > 0; infer/kvcache.h): when a request gets a
+ * slot, the longest run of full KV pages already computed for the same
+ * leading tokens (by a running request or one kept after its end) is
+ * mapped into the slot, never the whole prompt, and only the rest is
+ * prefilled. The remaining full pages of the prompt are claimed at once, so
+ * a request admitted meanwhile with the same prefix waits for them rather
+ * than computing them too (8 users with one system prompt prefill it
+ * once). When a request ends, the full pages of its confirmed positions
+ * (prompt and output) stay cached, least recently used dropped first past
+ * cache_bytes. Since a position's KV depends only on the tokens up to it,
+ * a hit changes no bit of the logits.
+ *
  * The scheduler deals in token ids only: text, stop strings and UTF-8 are
  * the business of the consumer (the servers), which cancels a request with
  * sched_req_cancel() when it has seen a stop string.
@@ -90,6 +102,8 @@ typedef struct qw_sched_params {
     int manual;      /* 1: no engine thread, the caller drives sched_step() (see above) */
     int spec_k;      /* speculative decoding: at most this many n-gram drafted tokens per
                         request and step (draft.h); 0 = off */
+    int64_t cache_bytes; /* prefix cache (--cache-ram): bytes of idle KV pages kept for
+                            later requests with the same prefix; 0 = off (see below) */
 } qw_sched_params;
 
 /* Create the scheduler and start its engine thread (none in manual mode).
@@ -111,7 +125,8 @@ void sched_stop(qw_sched *s, double grace_s);
  * is stopped. */
 int sched_step(qw_sched *s);
 
-/* sched_stop(s, 0) if not stopped yet, then free. Every qw_req must have
+/* sched_stop(s, 0) if not stopped yet, then free (the prefix cache's idle
+ * pages too: it lives as long as its scheduler). Every qw_req must have
  * been released before. */
 void sched_free(qw_sched *s);
 
@@ -122,6 +137,16 @@ typedef struct qw_req_params {
     qw_sampling sampling;
     int ignore_eos;        /* 1: do not stop at EOS ids */
     int no_spec;           /* 1: no drafts for this request (plain decoding) */
+    /* Constrained sampling (grammar.h), optional: NULL = none. When set,
+     * every sampled token is one the grammar allows (the others' logits are
+     * masked to -inf before the sampler sees them), EOS only once the
+     * grammar is complete (and then forced if nothing else may follow);
+     * the request finishes with QW_FINISH_STOP when the grammar is done.
+     * The scheduler takes its own reference to grammar; gvocab is borrowed
+     * and must outlive the request; both must be set or neither.
+     * Constrained requests run without drafts. */
+    struct qw_grammar *grammar;
+    const struct qw_gvocab *gvocab;
     int logprobs;          /* 1: a qw_logprob record per generated token (logprob.h: raw
                             * logits' log-softmax, before temperature and penalties) */
     int top_logprobs;      /* alternatives per record, 0..QW_MAX_TOP_LOGPROBS */
@@ -194,6 +219,15 @@ typedef struct qw_sched_metrics {
     double decode_tps;            /* aggregate generated tok/s over the last busy steps */
     double busy_s;                /* seconds spent in forward steps */
     uint64_t steps;
+    uint64_t prefill_tokens_total; /* prompt tokens computed (not taken from the prefix cache) */
+    uint64_t prefix_lookups;      /* prompts looked up in the prefix cache */
+    uint64_t prefix_lookup_tokens; /* their tokens */
+    uint64_t prefix_hit_tokens;   /* of those, mapped from cached pages (hit rate = hit / lookup tokens) */
+    int64_t kv_pages_used;        /* KV pages held by running requests */
+    int64_t kv_pages_cached;      /* idle KV pages kept for the prefix cache */
+    int64_t kv_bytes;             /* KV page memory allocated */
+    int64_t kv_page_bytes;        /* bytes of one page */
+    uint64_t kv_evictions;        /* idle pages dropped to stay within the budget */
     int queue_depth;              /* waiting for a slot */
     int active_slots;             /* prefilling or generating */
     int n_slots;

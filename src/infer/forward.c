@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "infer/kvcache.h"
 #include "kernels/kernels.h"
 
 /* Attention scratch: one score row per thread; threads beyond this many
@@ -76,15 +77,15 @@ struct qw_ctx {
     const qw_model *m;
     int n_slots, n_ctx, max_batch;
     int hd, nh, nkv, q_dim, kv_dim;
-    int64_t head_stride;  /* floats per kv head in one layer: n_ctx * hd */
-    int64_t layer_stride; /* floats per layer in one slot's cache: n_kv_heads * head_stride */
-    int64_t slot_stride;  /* floats per slot: n_layers * layer_stride */
-    /* Per kv head, K and V are row-major [pos][hd]: the attention kernel
-     * reads rows 0..pos of each once, front to back (one contiguous stream
-     * per kv head; 64-byte aligned so that no vector load splits a line
-     * when hd * 4 is a multiple of 64). */
-    float *k_cache;       /* [n_slots][n_layers][n_kv_heads][n_ctx][hd] */
-    float *v_cache;       /* [n_slots][n_layers][n_kv_heads][n_ctx][hd] */
+    /* The KV cache is paged (kvcache.h): a page holds page_rows positions
+     * as [n_layers][K, V][n_kv_heads][page_rows][hd] floats, so that within
+     * a page each kv head's K and V rows are row-major [pos][hd] and the
+     * attention kernel reads them front to back (64-byte aligned pages, so
+     * no vector load splits a line when hd * 4 is a multiple of 64). */
+    qw_kv *kv;
+    int page_rows, page_shift;
+    int64_t head_stride;  /* floats per kv head in a page: page_rows * hd */
+    int64_t layer_stride; /* floats per layer in a page: 2 * n_kv_heads * head_stride */
     float *rope_cos;      /* [n_ctx][hd/2] */
     float *rope_sin;      /* [n_ctx][hd/2] */
     /* activations for up to max_batch tokens */
@@ -165,8 +166,7 @@ static void *xmalloc64(size_t n) {
 void ctx_free(qw_ctx *c) {
     if (!c) return;
     if (c->prof_on) prof_print(c, PROF_DECODE), prof_print(c, PROF_PREFILL);
-    free(c->k_cache);
-    free(c->v_cache);
+    kv_free(c->kv);
     free(c->rope_cos);
     free(c->rope_sin);
     free(c->x);
@@ -203,6 +203,10 @@ static void rope_table(float *cs, float *sn, int n_ctx, int hd, float theta) {
 }
 
 qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_err *err) {
+    return ctx_create_paged(m, n_slots, n_ctx, max_batch, QW_KV_PAGE_ROWS, err);
+}
+
+qw_ctx *ctx_create_paged(const qw_model *m, int n_slots, int n_ctx, int max_batch, int page_rows, qw_err *err) {
     const qw_config *cfg = &m->cfg;
     if (n_slots < 1 || n_ctx < 1 || max_batch < 1) {
         qw_errf(err, "ctx_create: n_slots %d, n_ctx %d, max_batch %d must be positive", n_slots, n_ctx, max_batch);
@@ -226,11 +230,11 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     c->nkv = cfg->n_kv_heads;
     c->q_dim = c->nh * c->hd;
     c->kv_dim = c->nkv * c->hd;
-    c->head_stride = (int64_t)n_ctx * c->hd;
-    c->layer_stride = c->nkv * c->head_stride;
-    c->slot_stride = (int64_t)cfg->n_layers * c->layer_stride;
+    c->page_rows = page_rows;
+    c->head_stride = (int64_t)page_rows * c->hd;
+    c->layer_stride = 2 * c->nkv * c->head_stride;
     /* absurd sizes (from a hostile config) fail here, not by overflow */
-    double kv_bytes = 2.0 * n_slots * (double)c->slot_stride * sizeof(float);
+    double kv_bytes = (double)n_slots * n_ctx * 2.0 * cfg->n_layers * c->kv_dim * sizeof(float);
     double act_bytes = (double)max_batch * ((double)cfg->vocab + 4.0 * cfg->hidden + 2.0 * cfg->inter +
                                             2.0 * c->q_dim + 2.0 * c->kv_dim);
     if (kv_bytes > 1e15 || act_bytes * sizeof(float) > 1e15) {
@@ -240,10 +244,13 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
         return NULL;
     }
     size_t B = (size_t)max_batch, F = sizeof(float);
-    size_t kv = (size_t)n_slots * (size_t)c->slot_stride * F;
-    /* KV pages are touched only as positions are written. */
-    c->k_cache = xmalloc64(kv);
-    c->v_cache = xmalloc64(kv);
+    /* KV pages are allocated only as positions are written. */
+    c->kv = kv_create(n_slots, n_ctx, page_rows, (int64_t)cfg->n_layers * c->layer_stride, err);
+    if (!c->kv) {
+        ctx_free(c);
+        return NULL;
+    }
+    c->page_shift = kv_page_shift(c->kv);
     c->rope_cos = xmalloc((size_t)n_ctx * (size_t)(c->hd / 2) * F);
     c->rope_sin = xmalloc((size_t)n_ctx * (size_t)(c->hd / 2) * F);
     c->x = xmalloc(B * (size_t)cfg->hidden * F);
@@ -264,11 +271,10 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
     int64_t row_bytes = qw_qa8_row_bytes(widest) > 2 * widest ? qw_qa8_row_bytes(widest) : 2 * widest;
     c->xq_ld = (row_bytes + 63) / 64 * 64;
     c->xq = xmalloc64(B * (size_t)c->xq_ld);
-    if (!c->k_cache || !c->v_cache || !c->rope_cos || !c->rope_sin || !c->x || !c->xn || !c->q || !c->k ||
+    if (!c->rope_cos || !c->rope_sin || !c->x || !c->xn || !c->q || !c->k ||
         !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->scores || !c->logits || !c->out_rows ||
         !c->slot_last || !c->xq) {
-        qw_errf(err, "ctx_create: out of memory (%d slots x %d positions: %.1f MB of KV cache)", n_slots, n_ctx,
-                2.0 * (double)kv / 1e6);
+        qw_errf(err, "ctx_create: out of memory (activations of %d tokens)", max_batch);
         ctx_free(c);
         return NULL;
     }
@@ -300,6 +306,10 @@ int ctx_n_ctx(const qw_ctx *c) { return c->n_ctx; }
 int ctx_n_slots(const qw_ctx *c) { return c->n_slots; }
 int ctx_max_batch(const qw_ctx *c) { return c->max_batch; }
 const qw_model *ctx_model(const qw_ctx *c) { return c->m; }
+qw_kv *ctx_kv(qw_ctx *c) { return c->kv; }
+int64_t ctx_kv_bytes_per_token(const qw_ctx *c) {
+    return 2 * (int64_t)c->m->cfg.n_layers * c->kv_dim * (int64_t)sizeof(float);
+}
 float *ctx_logits(qw_ctx *c, int r) { return c->logits + (int64_t)r * c->m->cfg.vocab; }
 
 /* ---- parallel jobs ---------------------------------------------------- */
@@ -464,10 +474,11 @@ static void att_run(void *arg, int tid, int nth) {
         int h0 = sp * group / sub, h1 = (sp + 1) * group / sub, nq = h1 - h0;
         if (nq <= 0) continue;
         int slot = b->slot ? b->slot[t] : 0, pos = b->pos[t];
-        int64_t base = slot * c->slot_stride + c->layer * c->layer_stride + g * c->head_stride;
+        int64_t base = c->layer * c->layer_stride + g * c->head_stride;
         int64_t qoff = (int64_t)t * c->q_dim + ((int64_t)g * group + h0) * hd;
-        /* q, att: [nq][hd]; caches: [n_ctx][hd] */
-        K->attn(c->att + qoff, c->q + qoff, nq, hd, c->k_cache + base, c->v_cache + base, hd, pos + 1, scale, S);
+        qw_kv_rows rows = {kv_slot_pages(c->kv, slot), base, base + c->nkv * c->head_stride, hd, c->page_shift};
+        /* q, att: [nq][hd]; cache rows 0..pos through the slot's pages */
+        K->attn(c->att + qoff, c->q + qoff, nq, hd, &rows, pos + 1, scale, S);
     }
 }
 
@@ -492,8 +503,16 @@ static int check_batch(qw_ctx *c, const qw_batch *b, qw_err *err) {
         if (c->slot_last[s] >= 0 && p != c->slot_last[s] + 1)
             return qw_errf(err, "forward: slot %d: position %d at batch index %d does not follow position %d", s,
                            p, i, c->slot_last[s]);
+        if (c->slot_last[s] < 0 && !kv_slot_has(c->kv, s, p))
+            return qw_errf(err, "forward: slot %d: position %d at batch index %d follows positions never written",
+                           s, p, i);
         c->slot_last[s] = p;
     }
+    /* every page written below exists and is the slot's own (copy on write) */
+    for (int i = 0; i < b->n; i++)
+        if (!kv_prepare_write(c->kv, b->slot ? b->slot[i] : 0, b->pos[i]))
+            return qw_errf(err, "forward: out of memory for the KV cache (slot %d, position %d)",
+                           b->slot ? b->slot[i] : 0, b->pos[i]);
     return 0;
 }
 
@@ -520,10 +539,13 @@ static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l, i
                 x[i + half] = d + e;
             }
         }
+        /* forward() made the page writable before the pass */
+        float *page = (float *)kv_slot_pages(c->kv, slot)[pos >> c->page_shift];
+        int64_t row = (int64_t)(pos & (c->page_rows - 1)) * hd;
         for (int g = 0; g < c->nkv; g++) {
-            int64_t base = slot * c->slot_stride + l * c->layer_stride + g * c->head_stride;
-            memcpy(c->k_cache + base + (int64_t)pos * hd, k + (int64_t)g * hd, (size_t)hd * sizeof(float));
-            memcpy(c->v_cache + base + (int64_t)pos * hd, v + (int64_t)g * hd, (size_t)hd * sizeof(float));
+            int64_t base = l * c->layer_stride + g * c->head_stride + row;
+            memcpy(page + base, k + (int64_t)g * hd, (size_t)hd * sizeof(float));
+            memcpy(page + base + c->nkv * c->head_stride, v + (int64_t)g * hd, (size_t)hd * sizeof(float));
         }
     }
 }

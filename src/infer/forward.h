@@ -2,15 +2,21 @@
  *
  * A qw_ctx holds everything a forward pass writes: the KV cache of n_slots
  * independent sequences of up to n_ctx positions each, and activation
- * buffers for up to max_batch tokens, all allocated once by ctx_create() so
- * that forward() never allocates and cannot fail on valid input.
+ * buffers for up to max_batch tokens. The activations are allocated once by
+ * ctx_create(); the KV cache is paged (kvcache.h) and takes a page of
+ * QW_KV_PAGE_ROWS positions from its pool when a sequence first writes
+ * one, so an unused context costs no memory (freed pages are kept for
+ * reuse, so a busy server's steps do not go back to malloc).
  *
  * A batch mixes sequences freely (continuous batching): token i belongs to
  * slot[i] at position pos[i]. Within one batch the tokens of one slot must be
  * consecutive positions in increasing order; a token at position p attends to
  * positions 0..p of its own slot (positions < the batch's first one for that
- * slot must have been filled by earlier calls). Writing position p of a slot
- * overwrites what was there, so a slot is reused by starting again at 0.
+ * slot must have been filled by earlier calls, or mapped from the prefix
+ * cache). Writing position p of a slot overwrites what was there (in a copy
+ * if the page is shared: kvcache.h), so a slot is reused by starting again
+ * at 0. forward() fails (-1) only on a bad batch or when the KV cache
+ * cannot get memory for a new page.
  *
  * Prefill (many tokens) runs the projections as matrix-matrix products;
  * decode (one token per slot) as matrix-vector products. The output layer
@@ -48,7 +54,12 @@ typedef enum { QW_PRECISION_FAST = 0, QW_PRECISION_EXACT = 1 } qw_precision;
 const char *qw_precision_name(qw_precision p);
 int qw_precision_parse(const char *s, qw_precision *out);
 
+/* The KV cache is paged (kvcache.h): pages of page_rows positions (a power
+ * of two; ctx_create: QW_KV_PAGE_ROWS) are allocated as positions are
+ * written, so an unused context costs only its page table. */
+#define QW_KV_PAGE_ROWS 64
 qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_err *err);
+qw_ctx *ctx_create_paged(const qw_model *m, int n_slots, int n_ctx, int max_batch, int page_rows, qw_err *err);
 void ctx_free(qw_ctx *c);
 /* Precision of the following forward() calls (ctx_create: FAST); logs it. */
 void ctx_set_precision(qw_ctx *c, qw_precision p);
@@ -57,10 +68,15 @@ int ctx_n_ctx(const qw_ctx *c);
 int ctx_n_slots(const qw_ctx *c);
 int ctx_max_batch(const qw_ctx *c);
 const qw_model *ctx_model(const qw_ctx *c);
+/* The paged KV cache (engine thread only: the scheduler's prefix cache). */
+struct qw_kv *ctx_kv(qw_ctx *c);
+/* KV cache bytes one position takes: 2 (K, V) x layers x kv heads x head_dim x 4. */
+int64_t ctx_kv_bytes_per_token(const qw_ctx *c);
 
 /* Run the batch. Returns 0 and fills the logits rows (one per token with
  * want_logits, in batch order; see ctx_logits), or -1 with a message if the
- * batch breaks the rules above (checked before any work is done). */
+ * batch breaks the rules above or no memory is left for its KV pages
+ * (checked before any work is done). */
 int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err);
 
 /* Logits of the last forward(): row r (0-based among want_logits tokens),

@@ -97,7 +97,7 @@ INLINE void score_rows8(float *s, int64_t nr, const float *const k[8], const flo
 /* Running sums out[h0][d0 .. d0 + 8 DV) += sum_{p in [p0, p1)} S[h0][p] V[p][...]
  * (first block: start from zero). One head, up to 64 dims: DV accumulators,
  * the V loads folded into the FMAs, one broadcast per position. */
-INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
+INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
                    int64_t p1, int64_t d0, int64_t h0, const int DV, int first) {
     __m256 acc[8];
     float *o = out + h0 * hd + d0;
@@ -105,22 +105,23 @@ INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_
     UNROLL for (int j = 0; j < DV; j++) acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + 8 * j);
     int64_t p = p0;
     for (; p + 2 <= p1; p += 2) { /* two positions per trip; each element's FMAs stay in p order */
-        const float *v = V + p * ld + d0;
+        /* the two rows may sit in different pages */
+        const float *v = qw_kv_row(kv, kv->v_off, p) + d0, *v1 = qw_kv_row(kv, kv->v_off, p + 1) + d0;
         __m256 wa = _mm256_broadcast_ss(w + p), wb = _mm256_broadcast_ss(w + p + 1);
         UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(v + 8 * j), acc[j]);
-        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(v + ld + 8 * j), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(v1 + 8 * j), acc[j]);
     }
     if (p < p1) {
-        const float *v = V + p * ld + d0;
+        const float *v = qw_kv_row(kv, kv->v_off, p) + d0;
         __m256 wa = _mm256_broadcast_ss(w + p);
         UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(v + 8 * j), acc[j]);
     }
     UNROLL for (int j = 0; j < DV; j++) _mm256_storeu_ps(o + 8 * j, acc[j]);
 }
 
-static void v_tile_any(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
+static void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
                        int64_t p1, int64_t d0, int64_t h0, int DV, int first) {
-#define VT(dv) v_tile(out, S, n, V, ld, hd, p0, p1, d0, h0, dv, first)
+#define VT(dv) v_tile(out, S, n, kv, hd, p0, p1, d0, h0, dv, first)
     switch (DV) {
     case 8: VT(8); break;
     case 4: VT(4); break;
@@ -131,22 +132,23 @@ static void v_tile_any(float *out, const float *S, int64_t n, const float *V, in
 }
 
 /* At most MAX_HEADS heads. */
-static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
-                       int64_t ld, int64_t n, float scale, float *S) {
+static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                       float scale, float *S) {
     /* 1. scores, 8 rows at a time for every head (the rows stay in L1);
      * meanwhile the first PF_V_BYTES of V are prefetched into L2 */
-    int64_t vpf = PF_V_BYTES / (ld * (int64_t)sizeof(float));
+    int64_t vpf = PF_V_BYTES / (kv->ld * (int64_t)sizeof(float));
     if (vpf > n) vpf = n;
     for (int64_t p = 0; p < n; p += 8) {
         int64_t nr = n - p < 8 ? n - p : 8;
         const float *k[8];
-        for (int r = 0; r < 8; r++) k[r] = K + (p + (r < nr ? r : nr - 1)) * ld;
+        for (int r = 0; r < 8; r++) k[r] = qw_kv_row(kv, kv->k_off, p + (r < nr ? r : nr - 1));
         for (int64_t h = 0; h < nq; h++) {
             /* prefetches spread over the heads' tiles, one share per head */
             for (int64_t r = p + h * 8 / nq; r < p + (h + 1) * 8 / nq; r++)
                 for (int64_t b = 0; b < hd; b += 16) {
-                    if (r + PF_K_ROWS < n) _mm_prefetch((const char *)(K + (r + PF_K_ROWS) * ld + b), _MM_HINT_T0);
-                    if (r < vpf) _mm_prefetch((const char *)(V + r * ld + b), _MM_HINT_T1);
+                    if (r + PF_K_ROWS < n)
+                        _mm_prefetch((const char *)(qw_kv_row(kv, kv->k_off, r + PF_K_ROWS) + b), _MM_HINT_T0);
+                    if (r < vpf) _mm_prefetch((const char *)(qw_kv_row(kv, kv->v_off, r) + b), _MM_HINT_T1);
                 }
             score_rows8(S + h * n + p, nr, k, q + h * hd, hd, scale);
         }
@@ -188,13 +190,13 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
             int64_t left = (hd8 - d0) / 8;
             int DV = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
             for (int64_t h = 0; h < nq; h++)
-                v_tile_any(out, S, n, V, ld, hd, p0, p1, d0, h, DV, first);
+                v_tile_any(out, S, n, kv, hd, p0, p1, d0, h, DV, first);
             d0 += 8 * DV;
         }
         for (int64_t h = 0; h < nq; h++)
             for (int64_t d = hd8; d < hd; d++) {
                 float a = first ? 0.0f : out[h * hd + d];
-                for (int64_t p = p0; p < p1; p++) a = fma1(S[h * n + p], V[p * ld + d], a);
+                for (int64_t p = p0; p < p1; p++) a = fma1(S[h * n + p], qw_kv_row(kv, kv->v_off, p)[d], a);
                 out[h * hd + d] = a;
             }
     }
@@ -207,11 +209,11 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
     }
 }
 
-static void attn_avx2(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
-                      int64_t ld, int64_t n, float scale, float *S) {
+static void attn_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                      float scale, float *S) {
     for (int64_t h = 0; h < nq; h += MAX_HEADS) {
         int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
-        attn_chunk(out + h * hd, q + h * hd, m, hd, K, V, ld, n, scale, S);
+        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S);
     }
 }
 

@@ -51,14 +51,14 @@ INLINE void score_tile(float *s, int64_t n, int64_t p, int64_t nr, const float *
 
 /* out[h0 + h][d0 .. d0 + 4 DV) += sum_{p in [p0, p1)} S[h0 + h][p] V[p][...]
  * (first block: from zero). */
-INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
+INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
                    int64_t p1, int64_t d0, int64_t h0, const int NH, const int DV, int first) {
     float32x4_t acc[4][4];
     UNROLL for (int h = 0; h < NH; h++)
         UNROLL for (int j = 0; j < DV; j++)
             acc[h][j] = first ? vdupq_n_f32(0.0f) : vld1q_f32(out + (h0 + h) * hd + d0 + 4 * j);
     for (int64_t p = p0; p < p1; p++) {
-        const float *v = V + p * ld + d0;
+        const float *v = qw_kv_row(kv, kv->v_off, p) + d0;
         float32x4_t vv[4];
         UNROLL for (int j = 0; j < DV; j++) vv[j] = vld1q_f32(v + 4 * j);
         UNROLL for (int h = 0; h < NH; h++) {
@@ -70,9 +70,9 @@ INLINE void v_tile(float *out, const float *S, int64_t n, const float *V, int64_
         UNROLL for (int j = 0; j < DV; j++) vst1q_f32(out + (h0 + h) * hd + d0 + 4 * j, acc[h][j]);
 }
 
-static void v_tile_any(float *out, const float *S, int64_t n, const float *V, int64_t ld, int64_t hd, int64_t p0,
+static void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
                        int64_t p1, int64_t d0, int64_t h0, int NH, int DV, int first) {
-#define VT(nh, dv) v_tile(out, S, n, V, ld, hd, p0, p1, d0, h0, nh, dv, first)
+#define VT(nh, dv) v_tile(out, S, n, kv, hd, p0, p1, d0, h0, nh, dv, first)
     switch (NH * 8 + DV) {
     case 36: VT(4, 4); break;
     case 33: VT(4, 1); break;
@@ -86,12 +86,12 @@ static void v_tile_any(float *out, const float *S, int64_t n, const float *V, in
 #undef VT
 }
 
-static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
-                       int64_t ld, int64_t n, float scale, float *S) {
+static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                       float scale, float *S) {
     for (int64_t p = 0; p < n; p += 4) {
         int64_t nr = n - p < 4 ? n - p : 4;
         const float *k[4];
-        for (int r = 0; r < 4; r++) k[r] = K + (p + (r < nr ? r : nr - 1)) * ld;
+        for (int r = 0; r < 4; r++) k[r] = qw_kv_row(kv, kv->k_off, p + (r < nr ? r : nr - 1));
         int64_t h = 0;
         for (; h + 2 <= nq; h += 2) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 2, scale);
         if (h < nq) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 1, scale);
@@ -128,7 +128,7 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
             int DV = d0 + 16 <= hd4 ? 4 : 1;
             for (int64_t h = 0; h < nq;) {
                 int NH = nq - h < 4 ? (int)(nq - h) : 4;
-                v_tile_any(out, S, n, V, ld, hd, p0, p1, d0, h, NH, DV, first);
+                v_tile_any(out, S, n, kv, hd, p0, p1, d0, h, NH, DV, first);
                 h += NH;
             }
             d0 += 4 * DV;
@@ -136,7 +136,7 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
         for (int64_t h = 0; h < nq; h++)
             for (int64_t d = hd4; d < hd; d++) {
                 float a = first ? 0.0f : out[h * hd + d];
-                for (int64_t p = p0; p < p1; p++) a = fmaf(S[h * n + p], V[p * ld + d], a);
+                for (int64_t p = p0; p < p1; p++) a = fmaf(S[h * n + p], qw_kv_row(kv, kv->v_off, p)[d], a);
                 out[h * hd + d] = a;
             }
     }
@@ -148,11 +148,11 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
     }
 }
 
-static void attn_neon(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
-                      int64_t ld, int64_t n, float scale, float *S) {
+static void attn_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                      float scale, float *S) {
     for (int64_t h = 0; h < nq; h += MAX_HEADS) {
         int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
-        attn_chunk(out + h * hd, q + h * hd, m, hd, K, V, ld, n, scale, S);
+        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S);
     }
 }
 

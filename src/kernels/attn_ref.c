@@ -12,14 +12,14 @@
 
 #include "kernels/kernels_impl.h"
 
-static void attn_ref(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
-                     int64_t ld, int64_t n, float scale, float *S) {
+static void attn_ref(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                     float scale, float *S) {
     for (int64_t h = 0; h < nq; h++) {
         const float *qh = q + h * hd;
         float *s = S + h * n, *o = out + h * hd;
         float mx = -INFINITY;
         for (int64_t p = 0; p < n; p++) {
-            const float *k = K + p * ld;
+            const float *k = qw_kv_row(kv, kv->k_off, p);
             float acc = 0.0f;
             for (int64_t i = 0; i < hd; i++) acc += qh[i] * k[i];
             s[p] = acc * scale;
@@ -32,7 +32,7 @@ static void attn_ref(float *out, const float *q, int64_t nq, int64_t hd, const f
         }
         for (int64_t d = 0; d < hd; d++) o[d] = 0.0f;
         for (int64_t p = 0; p < n; p++) {
-            const float *v = V + p * ld;
+            const float *v = qw_kv_row(kv, kv->v_off, p);
             for (int64_t d = 0; d < hd; d++) o[d] += s[p] * v[d];
         }
         float inv = 1.0f / sum;

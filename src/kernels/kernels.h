@@ -157,6 +157,23 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
 typedef void (*qw_matmul_bf16act_fn)(float *Y, int64_t ldy, const uint16_t *XB, int64_t ldxb, int64_t n,
                                      const void *W, int64_t k, int64_t o0, int64_t o1);
 
+/* Where the attention kernel finds cache row p: rows live in pages of
+ * 1 << shift rows (the paged KV cache, infer/kvcache.h); within a page, K
+ * rows start k_off floats after the page's base, V rows v_off floats, and
+ * consecutive rows are ld floats apart. A contiguous cache is one page with
+ * a shift larger than any row index. */
+typedef struct qw_kv_rows {
+    const float *const *pages; /* [ceil(n / (1 << shift))] page base pointers */
+    int64_t k_off, v_off;      /* floats from a page's base to its row 0 of K / of V */
+    int64_t ld;                /* floats between consecutive rows of a page */
+    int shift;                 /* log2 of the rows per page, 0..62 */
+} qw_kv_rows;
+
+/* Row p of K (off = k_off) or V (off = v_off). */
+static inline const float *qw_kv_row(const qw_kv_rows *kv, int64_t off, int64_t p) {
+    return kv->pages[p >> kv->shift] + off + (p & (((int64_t)1 << kv->shift) - 1)) * kv->ld;
+}
+
 typedef struct qw_kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
 
@@ -202,15 +219,17 @@ typedef struct qw_kernels {
      *   s[h][p] = (q[h] . K[p]) * scale
      *   out[h]  = sum_p softmax(s[h])[p] * V[p]
      * q, out: nq rows of hd floats (row stride hd; out must not overlap q,
-     * K, V or S). K, V: n rows of hd floats, row stride ld (the cache).
-     * S: scratch of nq * n floats. Every cache row is read once for all nq
-     * heads, in one pass over K and one over V.
+     * K, V or S). K, V: n rows of hd floats, found through the page table
+     * kv (qw_kv_rows below: the paged KV cache). S: scratch of nq * n
+     * floats. Every cache row is read once for all nq heads, in one pass
+     * over K and one over V.
      * Invariance: each head's output is computed with the same sequence of
      * float operations whatever nq and the head's place among the nq, so
      * splitting a group's heads over threads, or running a token alone or
-     * in a batch, gives the same bits. */
-    void (*attn)(float *out, const float *q, int64_t nq, int64_t hd, const float *K, const float *V,
-                 int64_t ld, int64_t n, float scale, float *S);
+     * in a batch, gives the same bits; and whatever the page size, so a
+     * paged cache gives the bits of a contiguous one. */
+    void (*attn)(float *out, const float *q, int64_t nq, int64_t hd, const struct qw_kv_rows *kv, int64_t n,
+                 float scale, float *S);
 } qw_kernels;
 
 /* Detect the CPU and select the best level (or the one QWENC_ISA names).

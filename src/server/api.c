@@ -2,7 +2,9 @@
  * APIs, the Unix socket line and the stdin line (api.h). */
 #include "server/api.h"
 
+#include "server/infill.h"
 #include "server/jsonstrict.h"
+#include "server/tools.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -230,19 +232,16 @@ static int parse_choices(const cJSON *o, api_kind kind, api_req *r, api_error *e
 
 static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
     const cJSON *j;
-    static const char *const lists[] = {"tools", "functions"};
-    for (int i = 0; i < 2; i++) {
-        j = cJSON_GetObjectItemCaseSensitive(o, lists[i]);
-        if (is_present(j) && !(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0))
-            return api_fail(e, 400, "unsupported_field", lists[i], "'%s' (function calling) is not supported",
-                            lists[i]);
-    }
-    static const char *const choices[] = {"tool_choice", "function_call"};
-    for (int i = 0; i < 2; i++) {
-        j = cJSON_GetObjectItemCaseSensitive(o, choices[i]);
-        if (is_present(j) && !(cJSON_IsString(j) && (!strcmp(j->valuestring, "none") || !strcmp(j->valuestring, "auto"))))
-            return api_fail(e, 400, "unsupported_field", choices[i], "'%s' (function calling) is not supported",
-                            choices[i]);
+    /* tools / tool_choice / parallel_tool_calls / functions: tools_parse()
+     * for chat; a completion has no messages to call from. */
+    if (kind != API_CHAT) {
+        static const char *const chat_only[] = {"tools", "tool_choice", "functions", "function_call"};
+        for (int i = 0; i < 4; i++) {
+            j = cJSON_GetObjectItemCaseSensitive(o, chat_only[i]);
+            if (is_present(j) && !(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0))
+                return api_fail(e, 400, "unsupported_field", chat_only[i],
+                                "'%s' (function calling) is only served on /v1/chat/completions", chat_only[i]);
+        }
     }
     j = cJSON_GetObjectItemCaseSensitive(o, "response_format");
     if (is_present(j)) {
@@ -268,10 +267,11 @@ static int unsupported(const cJSON *o, api_kind kind, api_error *e) {
         if (!ok)
             return api_fail(e, 400, "unsupported_field", "modalities", "only the \"text\" modality is supported");
     }
-    if (kind == API_COMPLETION) {
+    if (kind == API_CHAT) {
         j = cJSON_GetObjectItemCaseSensitive(o, "suffix");
-        if (is_present(j) && !(cJSON_IsString(j) && j->valuestring[0] == '\0'))
-            return api_fail(e, 400, "unsupported_field", "suffix", "'suffix' is not supported");
+        if (is_present(j))
+            return api_fail(e, 400, "unsupported_field", "suffix",
+                            "'suffix' (code infill) is served on /v1/completions and /infill, not chat");
     }
     return 0;
 }
@@ -375,7 +375,30 @@ static int message_content(const cJSON *c, int idx, char **out, api_error *e) {
     return 0;
 }
 
-static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+static int parse_messages(const cJSON *o, const char *body, size_t len, const api_limits *lim, api_req *r,
+                          api_error *e) {
+    api_tools tools;
+    if (tools_parse(o, body, len, &tools, e) < 0) return -1;
+    qw_chat_opts opts = {.add_generation_prompt = 1};
+    if (tools.mode != TOOLS_OFF) {
+        opts.tools = tools.json;
+        opts.tools_len = tools.json_len;
+    }
+    r->tools_mode = (int)tools.mode;
+    r->tools_parallel = tools.parallel;
+    if ((tools.mode == TOOLS_REQUIRED || tools.mode == TOOLS_NAMED) && tools_gbnf(o, &tools, &r->grammar, e) < 0)
+        return -1;
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
+    if (is_present(kw)) {
+        int think = 1;
+        if (!cJSON_IsObject(kw))
+            return api_fail(e, 400, "invalid_type", "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        if (get_bool(kw, "enable_thinking", &think, e) < 0) {
+            snprintf(e->param, sizeof e->param, "chat_template_kwargs.enable_thinking");
+            return -1;
+        }
+        opts.no_thinking = !think;
+    }
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
     if (!is_present(msgs)) return api_fail(e, 400, "missing_field", "messages", "'messages' is required");
     if (!cJSON_IsArray(msgs)) return api_fail(e, 400, "invalid_type", "messages", "'messages' must be a list");
@@ -383,8 +406,9 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
     if (n == 0) return api_fail(e, 400, "invalid_value", "messages", "'messages' is empty");
     qw_chat_msg *cm = calloc((size_t)n, sizeof *cm);
     char **contents = calloc((size_t)n, sizeof *contents);
+    qw_tool_call **calls = calloc((size_t)n, sizeof *calls);
     int rc = -1, i = 0;
-    if (!cm || !contents) {
+    if (!cm || !contents || !calls) {
         api_fail(e, 500, "out_of_memory", "messages", "out of memory");
         goto out;
     }
@@ -413,11 +437,16 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
                      "'%s' is \"%.40s\"; expected system, developer, user, assistant or tool", param, rs);
             goto out;
         }
-        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-        if (is_present(tc) && !(cJSON_IsArray(tc) && cJSON_GetArraySize(tc) == 0)) {
-            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-            api_fail(e, 400, "unsupported_field", param, "'%s' (function calling) is not supported", param);
-            goto out;
+        if (tools_message_calls(m, i, &calls[i], &cm[i].n_tool_calls, e) < 0) goto out;
+        cm[i].tool_calls = calls[i];
+        const cJSON *rcj = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+        if (is_present(rcj)) {
+            if (!cJSON_IsString(rcj)) {
+                snprintf(param, sizeof param, "messages[%d].reasoning_content", i);
+                api_fail(e, 400, "invalid_type", param, "'%s' must be a string", param);
+                goto out;
+            }
+            cm[i].reasoning_content = rcj->valuestring;
         }
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (!content && strcmp(rs, "assistant") != 0) {
@@ -434,8 +463,14 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
         int32_t *ids = NULL;
         size_t nids = 0;
         qw_err err;
-        if (chat_encode(lim->tok, cm, (size_t)n, 1, &ids, &nids, &err) != 0) {
-            api_fail(e, 500, "tokenizer_error", "messages", "cannot encode the messages: %s", err.msg);
+        qw_chat_family fam = tok_chat_family(lim->tok);
+        if (fam != CHAT_QWEN25 && fam != CHAT_QWEN25_CODER && fam != CHAT_QWEN3) {
+            chat_encode_opts(lim->tok, &opts, cm, (size_t)n, &ids, &nids, &err); /* for its message */
+            api_fail(e, 400, "unsupported_chat_template", "messages", "%s", err.msg);
+            goto out;
+        }
+        if (chat_encode_opts(lim->tok, &opts, cm, (size_t)n, &ids, &nids, &err) != 0) {
+            api_fail(e, 400, "invalid_value", "messages", "cannot render the messages: %s", err.msg);
             goto out;
         }
         rc = set_prompt(r, ids, nids, lim, "messages", e);
@@ -443,6 +478,9 @@ static int parse_messages(const cJSON *o, const api_limits *lim, api_req *r, api
 out:
     if (contents)
         for (int k = 0; k < n; k++) free(contents[k]);
+    if (calls)
+        for (int k = 0; k < n; k++) free(calls[k]);
+    free(calls);
     free(contents);
     free(cm);
     return rc;
@@ -490,11 +528,73 @@ static int parse_completion_prompt(const cJSON *o, const api_limits *lim, api_re
     } else {
         qw_chat_msg m[2];
         size_t nm = 0;
-        if (system) m[nm++] = (qw_chat_msg){"system", system};
-        m[nm++] = (qw_chat_msg){"user", p->valuestring};
+        if (system) m[nm++] = (qw_chat_msg){.role = "system", .content = system};
+        m[nm++] = (qw_chat_msg){.role = "user", .content = p->valuestring};
         rc = chat_encode(lim->tok, m, nm, 1, &ids, &n, &err);
     }
     if (rc != 0) return api_fail(e, 500, "tokenizer_error", "prompt", "cannot encode the prompt: %s", err.msg);
+    return set_prompt(r, ids, n, lim, "prompt", e);
+}
+
+/* "stop_token_ids": a list of ids in [0, vocab). */
+static int parse_stop_ids(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, "stop_token_ids");
+    if (!is_present(j)) return 0;
+    if (!cJSON_IsArray(j))
+        return api_fail(e, 400, "invalid_type", "stop_token_ids", "'stop_token_ids' must be a list of token ids");
+    if (cJSON_GetArraySize(j) > API_MAX_STOP_IDS / 2)
+        return api_fail(e, 400, "invalid_value", "stop_token_ids", "'stop_token_ids' has more than %d ids",
+                        API_MAX_STOP_IDS / 2);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble >= lim->vocab)
+            return api_fail(e, 400, "invalid_value", "stop_token_ids", "'stop_token_ids' must hold ids in [0, %d)",
+                            lim->vocab);
+        r->stop_ids[r->n_stop_ids++] = (int32_t)it->valuedouble;
+    }
+    return 0;
+}
+
+/* An infill ends at the FIM and repository tokens as well (Qwen's examples
+ * pass them as eos_token_id). */
+static void add_fim_stops(api_req *r, const qw_tok *tok) {
+    int32_t ids[16];
+    int n = fim_stop_ids(tok, ids, 16);
+    for (int i = 0; i < n && r->n_stop_ids < API_MAX_STOP_IDS; i++) r->stop_ids[r->n_stop_ids++] = ids[i];
+}
+
+/* /infill: llama-server's fields as a Qwen2.5-Coder FIM prompt (infill.h). */
+static int parse_infill(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    api_infill in;
+    if (infill_parse(o, &in, e) < 0) return -1;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = infill_encode(&in, lim->tok, &ids, &n, e);
+    infill_free(&in);
+    if (rc < 0) return -1;
+    add_fim_stops(r, lim->tok);
+    return set_prompt(r, ids, n, lim, "input_prefix", e);
+}
+
+/* /v1/completions with "suffix": prompt = the code before, suffix = after. */
+static int parse_suffix(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
+    const char *suffix = NULL, *prompt = NULL;
+    if (get_str(o, "suffix", &suffix, e) < 0) return -1;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
+    if (!is_present(p)) return api_fail(e, 400, "missing_field", "prompt", "'prompt' is required");
+    if (!cJSON_IsString(p))
+        return api_fail(e, 400, "invalid_type", "prompt", "'prompt' must be a string when 'suffix' is given (code infill)");
+    prompt = p->valuestring;
+    api_infill in = {.fim = {.prefix = prompt, .suffix = suffix}};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (infill_encode(&in, lim->tok, &ids, &n, e) < 0) {
+        if (!e->param[0]) snprintf(e->param, sizeof e->param, "suffix");
+        return -1;
+    }
+    add_fim_stops(r, lim->tok);
     return set_prompt(r, ids, n, lim, "prompt", e);
 }
 
@@ -537,18 +637,39 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         goto out;
     }
     if (parse_stop(o, r, e) < 0) goto out;
+    if (parse_stop_ids(o, lim, r, e) < 0) goto out;
 
     long long mt;
     int got;
-    if (kind == API_COMPLETION) {
+    if (kind == API_INFILL) {
+        if (r->n != 1 || r->logprobs || r->echo) {
+            const char *f = r->n != 1 ? "n" : r->logprobs ? "logprobs" : "echo";
+            api_fail(e, 400, "unsupported_field", f, "'%s' is not supported on /infill (one plain answer)", f);
+            goto out;
+        }
+        if (r->stream) {
+            api_fail(e, 400, "unsupported_value", "stream", "'stream' is not supported on /infill (use /v1/completions "
+                                                            "with 'suffix' for a streamed infill)");
+            goto out;
+        }
+        mt = API_INFILL_DEFAULT;
+        if ((got = get_int(o, "max_tokens", 0, lim->n_ctx, &mt, e)) < 0) goto out;
+        if ((got = get_int(o, "n_predict", -1, lim->n_ctx, &mt, e)) < 0) goto out;
+        if (parse_infill(o, lim, r, e) < 0) goto out;
+        if (mt < 0 || mt > lim->n_ctx - r->n_prompt) mt = lim->n_ctx - r->n_prompt; /* -1: until the context is full */
+    } else if (kind == API_COMPLETION) {
         mt = lim->completion_default;
         if ((got = get_int(o, "max_tokens", 0, lim->completion_max_tokens, &mt, e)) < 0) goto out;
-        if (parse_completion_prompt(o, lim, r, e) < 0) goto out;
+        if (is_present(cJSON_GetObjectItemCaseSensitive(o, "suffix"))) {
+            if (parse_suffix(o, lim, r, e) < 0) goto out;
+        } else if (parse_completion_prompt(o, lim, r, e) < 0) {
+            goto out;
+        }
     } else {
         mt = -1;
         if ((got = get_int(o, "max_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
         if ((got = get_int(o, "max_completion_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
-        if (parse_messages(o, lim, r, e) < 0) goto out;
+        if (parse_messages(o, body, len, lim, r, e) < 0) goto out;
         if (mt < 0) mt = lim->n_ctx - r->n_prompt; /* until the context is full */
     }
     r->max_tokens = (int)mt;
@@ -561,6 +682,8 @@ out:
 
 void api_req_free(api_req *r) {
     free(r->prompt);
+    free(r->grammar);
+    r->grammar = NULL;
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     r->prompt = NULL;

@@ -17,7 +17,15 @@
  *                              repetition_penalty, ignore_eos, stream,
  *                              stream_options.include_usage, n (1..16; seeds seed+i),
  *                              logprobs + top_logprobs (0..20)
- *   Both take "speculative": false (qwenc's extension) to decode without
+ *                              + function calling (tools.h): tools,
+ *                              tool_choice, parallel_tool_calls, assistant
+ *                              tool_calls and tool messages; reasoning_content
+ *                              and chat_template_kwargs.enable_thinking (Qwen3)
+ *   POST /v1/completions with "suffix": code infill (infill.h), the prompt
+ *                              being the code before the gap
+ *   POST /infill               llama-server's infill (infill.h)
+ *   All three take "stop_token_ids" (vLLM's field: ids that end the answer
+ *   without being output) and "speculative": false (qwenc's extension) to decode without
  *   n-gram drafts; usage.completion_tokens_details carries draft_tokens and
  *   accepted_draft_tokens (the speculative drafts verified and accepted).
  *   POST /tokenize, /detokenize, GET /v1/models, /health, /metrics
@@ -28,9 +36,12 @@
  * prompt tokens' logprobs, the first null). logprobs are the log-softmax of
  * the raw logits, before temperature and penalties (logprob.h).
  * Fields that would change the meaning of a request and are not supported
- * (tools, tool_choice, functions, response_format other than text,
- * logit_bias, best_of other than n, suffix, audio, prediction, non-text
- * modalities or message parts) are a 400 that names the field. Unknown fields are ignored (user, metadata, store, ...).
+ * (functions / function_call (legacy), tools on /v1/completions, suffix
+ * on chat, response_format other than text, logit_bias, best_of other than
+ * n, audio, prediction, non-text modalities or message parts) are a 400 that
+ * names the field. A model whose chat template qwenc does not render
+ * answers chat with a 400 unsupported_chat_template. Unknown fields are
+ * ignored (user, metadata, store, ...).
  */
 #ifndef QW_API_H
 #define QW_API_H
@@ -75,7 +86,10 @@ int api_utf8_valid(const char *s, size_t len);
 /* The request protocols: the two generation endpoints of the HTTP API and
  * the token-id protocols of the Unix socket (sockserv.h) and stdin
  * (stdinserv.h) servers. */
-typedef enum { API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3 } api_kind;
+typedef enum { API_COMPLETION = 0, API_CHAT = 1, API_SOCKET = 2, API_STDIN = 3, API_INFILL = 4 } api_kind;
+
+/* /infill without n_predict / max_tokens: tokens to generate. */
+#define API_INFILL_DEFAULT 128
 
 /* What the server knows when it parses a request. */
 typedef struct api_limits {
@@ -90,6 +104,8 @@ typedef struct api_limits {
     int any_model;
 } api_limits;
 
+#define API_MAX_STOP_IDS 32
+
 typedef struct api_req {
     api_kind kind;
     int32_t *prompt;          /* [n_prompt] malloc'd */
@@ -103,6 +119,14 @@ typedef struct api_req {
     int include_usage;
     int seed_set;             /* the request gave "seed" */
     int no_spec;              /* "speculative": false */
+    int tools_mode;           /* chat: tools_mode (tools.h); 0 = no tools */
+    int tools_parallel;       /* parallel_tool_calls */
+    char *grammar;            /* malloc'd GBNF the output must follow (tool_choice
+                               * required / named), NULL = free text */
+    int32_t stop_ids[API_MAX_STOP_IDS]; /* token ids that end the answer (not output):
+                               * "stop_token_ids" (vLLM's field), plus for an infill
+                               * prompt the FIM and repository tokens (fim_stop_ids) */
+    int n_stop_ids;
     int n;                    /* choices, 1..API_MAX_N ("n"; "best_of" must equal it) */
     int logprobs;             /* chat: "logprobs": true; completions: "logprobs": int given */
     int top_logprobs;         /* alternatives per token: chat "top_logprobs", completions
@@ -112,8 +136,9 @@ typedef struct api_req {
 
 #define API_MAX_N 16
 
-/* Parse a /v1/completions or /v1/chat/completions body (already checked to
- * be valid UTF-8). Returns 0 and *r (free with api_req_free), or -1 and e. */
+/* Parse a /v1/completions, /v1/chat/completions or /infill body (already
+ * checked to be valid UTF-8). Returns 0 and *r (free with api_req_free), or
+ * -1 and e. */
 int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim, api_req *r,
               api_error *e);
 void api_req_free(api_req *r);

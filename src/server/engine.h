@@ -8,6 +8,8 @@
 #ifndef QW_ENGINE_H
 #define QW_ENGINE_H
 
+#include <pthread.h>
+
 #include "base/err.h"
 #include "engine/sched.h"
 #include "infer/forward.h"
@@ -27,6 +29,9 @@ typedef struct qw_engine_opts {
     int quant;          /* qw_dtype to quantize to at load (QW_Q8_0), or -1 */
     int precision;      /* qw_precision of the forward passes (0 = fast) */
     int spec_k;         /* speculative decoding: most n-gram drafts per step; 0 = off */
+    long cache_mb;      /* prefix cache (sched.h) budget in MB; 0 = off; < 0 = default:
+                           room for max(parallel, 8) x n_ctx tokens of KV, at most 1/8
+                           of the machine's physical memory */
     const qw_sampling *sampling; /* CLI sampling, or NULL for the model's defaults */
     const char *model_id; /* the name clients see (--alias, or a hub repo id); NULL: the
                            * GGUF's general.name, else the folder / file name */
@@ -45,6 +50,11 @@ typedef struct qw_engine {
     int n_ctx;
     char model_id[256];   /* engine_model_id() */
     int any_model;        /* qw_engine_opts.any_model */
+    /* The vocabulary as bytes for constrained sampling, built on first use
+     * (engine_gvocab; ~0.2 s for Qwen's vocabulary) and shared. */
+    pthread_mutex_t gvocab_mu;
+    int gvocab_mu_init;
+    struct qw_gvocab *gvocab;
 } qw_engine;
 
 /* Open everything. Returns 0, or -1 with a message (and nothing left open). */
@@ -59,6 +69,12 @@ void engine_close(qw_engine *e, double grace_s);
  * general.name, else the folder or file name), printable ASCII (other bytes
  * become '_'), borrowed from e. */
 const char *engine_model_id(const qw_engine *e);
+
+/* The shared byte vocabulary for grammars (grammar.h): the tokenizer's
+ * tokens up to the model's vocab, the model's EOS ids ending generation.
+ * Built on the first call (thread-safe); NULL with a message when the
+ * engine has no tokenizer or memory is short. */
+const struct qw_gvocab *engine_gvocab(qw_engine *e, qw_err *err);
 
 /* Request defaults when a request names no sampling field: the CLI's flags
  * if given, else the model's generation_config.json, else greedy. */

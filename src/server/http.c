@@ -163,7 +163,8 @@ static int host_ok(qw_http *h, struct MHD_Connection *c) {
 /* ---- routes ---------------------------------------------------------------- */
 
 typedef enum {
-    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE
+    R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT,
+    R_INFILL, R_TOKENIZE, R_DETOKENIZE
 } route;
 
 /* The URL as printable ASCII (for error messages, which must stay valid
@@ -189,6 +190,7 @@ static route find_route(const char *url, const char **want_method) {
         {"/completions", "POST", R_COMPLETIONS},
         {"/v1/chat/completions", "POST", R_CHAT},
         {"/chat/completions", "POST", R_CHAT},
+        {"/infill", "POST", R_INFILL},
         {"/tokenize", "POST", R_TOKENIZE},
         {"/detokenize", "POST", R_DETOKENIZE},
     };
@@ -273,6 +275,23 @@ static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine
            m.decode_tps);
     METRIC("engine_busy_seconds_total", "counter", "Seconds the engine spent in forward steps.", "%.6f", m.busy_s);
     METRIC("engine_steps_total", "counter", "Batched forward steps.", "%llu", (unsigned long long)m.steps);
+    METRIC("prefill_tokens_total", "counter", "Prompt tokens computed (not taken from the prefix cache).", "%llu",
+           (unsigned long long)m.prefill_tokens_total);
+    METRIC("prefix_cache_lookups_total", "counter", "Prompts looked up in the prefix cache.", "%llu",
+           (unsigned long long)m.prefix_lookups);
+    METRIC("prefix_cache_lookup_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.", "%llu",
+           (unsigned long long)m.prefix_lookup_tokens);
+    METRIC("prefix_cache_hit_tokens_total", "counter", "Prompt tokens whose KV came from the prefix cache.", "%llu",
+           (unsigned long long)m.prefix_hit_tokens);
+    METRIC("prefix_cache_hit_ratio", "gauge", "Prefix cache hit tokens / looked-up prompt tokens since start.", "%.4f",
+           m.prefix_lookup_tokens ? (double)m.prefix_hit_tokens / (double)m.prefix_lookup_tokens : 0.0);
+    METRIC("kv_pages_used", "gauge", "KV cache pages held by running requests.", "%lld", (long long)m.kv_pages_used);
+    METRIC("kv_pages_cached", "gauge", "Idle KV cache pages kept for the prefix cache.", "%lld",
+           (long long)m.kv_pages_cached);
+    METRIC("kv_cache_bytes", "gauge", "KV cache page memory allocated.", "%lld", (long long)m.kv_bytes);
+    METRIC("kv_page_bytes", "gauge", "Bytes of one KV cache page.", "%lld", (long long)m.kv_page_bytes);
+    METRIC("prefix_cache_evictions_total", "counter", "Idle KV pages dropped to stay within --cache-ram.", "%llu",
+           (unsigned long long)m.kv_evictions);
     METRIC("queue_depth", "gauge", "Requests waiting for a slot.", "%d", m.queue_depth);
     METRIC("active_slots", "gauge", "Slots prefilling or generating.", "%d", m.active_slots);
     METRIC("slots", "gauge", "Slots (--parallel).", "%d", m.n_slots);
@@ -692,6 +711,7 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
     switch (rt) {
     case R_COMPLETIONS: return h_generate(h, c, e, k, API_COMPLETION);
     case R_CHAT: return h_generate(h, c, e, k, API_CHAT);
+    case R_INFILL: return h_generate(h, c, e, k, API_INFILL);
     case R_TOKENIZE: return h_tokenize(h, c, e, k);
     case R_DETOKENIZE: return h_detokenize(h, c, e, k);
     default: return fail(h, c, 404, "not_found", NULL, "no such endpoint");

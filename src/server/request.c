@@ -14,7 +14,10 @@
 #include "base/arena.h"
 #include "base/log.h"
 #include "engine/generate.h"
+#include "grammar/grammar.h"
+#include "server/infill.h"
 #include "server/stopstr.h"
+#include "server/toolout.h"
 
 typedef enum { RQ_NEW, RQ_RUNNING, RQ_DONE, RQ_FAILED } rq_state;
 typedef enum { C_RUNNING, C_FINISHING, C_DONE } choice_state;
@@ -30,6 +33,8 @@ typedef struct choice {
     const char *finish;  /* once finishing */
     qw_abuf text;        /* the whole text (request_run) */
     size_t lp_off;       /* streamed completions' logprobs: text_offset of the next token */
+    api_toolout *tools;  /* chat with tools: <tool_call> blocks -> tool_calls */
+    int id_hit;          /* one of p.stop_ids came: the answer ended before it */
 } choice;
 
 struct qw_request {
@@ -52,7 +57,13 @@ struct qw_request {
     qw_abuf out;         /* rendered bytes (request_sse, request_reply) */
 };
 
-static int is_text(api_kind k) { return k == API_COMPLETION || k == API_CHAT; }
+static int is_text(api_kind k) { return k == API_COMPLETION || k == API_CHAT || k == API_INFILL; }
+
+static int is_stop_id(const qw_request *q, int32_t id) {
+    for (int i = 0; i < q->p.n_stop_ids; i++)
+        if (q->p.stop_ids[i] == id) return 1;
+    return 0;
+}
 
 /* ---- ids and seeds ----------------------------------------------------- */
 
@@ -108,6 +119,7 @@ void request_free(qw_request *q) {
         choice *c = &q->c[i];
         if (c->r) sched_req_release(c->r); /* cancels if still running */
         if (c->ts) tok_stream_free(c->ts);
+        toolout_free(c->tools);
         stopstr_free(&c->stop);
     }
     if (q->parsed) api_req_free(&q->p);
@@ -203,8 +215,28 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
         }
         for (int i = 0; i < q->n; i++) q->c[i].lp_off = q->echo_len;
         new_id(q->kind == API_CHAT ? "chatcmpl-" : "cmpl-", q->id, sizeof q->id);
+        if (q->kind == API_CHAT && q->p.tools_mode != TOOLS_OFF) {
+            api_tools t = {.mode = (tools_mode)q->p.tools_mode, .parallel = q->p.tools_parallel};
+            for (int i = 0; i < q->n; i++)
+                if (!(q->c[i].tools = toolout_new(&t, q->id, i))) {
+                    fail_oom(q);
+                    return -1;
+                }
+        }
     }
     q->created = (long long)time(NULL);
+    qw_grammar *g = NULL;
+    const qw_gvocab *gv = NULL;
+    if (q->p.grammar) {
+        /* tool_choice required / a named function: the call is forced. */
+        qw_err err;
+        gv = engine_gvocab(e, &err);
+        if (!gv || grammar_compile_gbnf(&g, q->p.grammar, strlen(q->p.grammar), "root", &err)) {
+            api_fail(&q->err, 500, "grammar_error", "tool_choice", "cannot build the tool-call grammar: %s", err.msg);
+            q->state = RQ_FAILED;
+            return -1;
+        }
+    }
     for (int i = 0; i < q->n; i++) {
         qw_req_params p = {
             .prompt = q->p.prompt,
@@ -217,6 +249,8 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
             .top_logprobs = q->p.top_logprobs,
             /* The prompt's records once (they are the same for every choice). */
             .prompt_logprobs = i == 0 && q->p.echo && q->p.logprobs,
+            .grammar = g,
+            .gvocab = gv,
         };
         p.sampling.seed = q->p.sampling.seed + (uint64_t)i; /* choice i: seed + i */
         qw_err err;
@@ -225,9 +259,11 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
             q->c[i].r = NULL;
             submit_error(q, rc, err.msg);
             fail_all(q);
+            grammar_release(g);
             return -1;
         }
     }
+    grammar_release(g); /* each scheduler request holds its own reference */
     q->state = RQ_RUNNING;
     return 0;
 }
@@ -300,7 +336,11 @@ static int poll_choice(qw_request *q, int i, double timeout_s, req_event *ev) {
     int n = sched_req_wait(c->r, &c->cursor, &toks, timeout_s);
     int used = 0;
     if (is_text(q->kind)) {
-        for (; used < n && !c->stop.hit; used++) {
+        for (; used < n && !c->stop.hit && !c->id_hit; used++) {
+            if (q->p.n_stop_ids && is_stop_id(q, toks[used])) {
+                c->id_hit = 1; /* the answer ends here; the token is not output */
+                break;
+            }
             size_t len;
             const char *t = tok_stream_feed(c->ts, toks[used], &len);
             if (emit(q, c, t, len) != 0) goto oom;
@@ -310,8 +350,20 @@ static int poll_choice(qw_request *q, int i, double timeout_s, req_event *ev) {
     }
     c->n_used += used;
     int finished = 0;
-    if (c->stop.hit) {
+    if (c->stop.hit || c->id_hit) {
         sched_req_cancel(c->r); /* the engine frees the slot within a step */
+        if (c->id_hit) {
+            /* flush the decoder and the stop filter: nothing else comes */
+            size_t len;
+            const char *t = tok_stream_flush(c->ts, &len);
+            if (emit(q, c, t, len) != 0) goto oom;
+            if (!c->stop.hit) {
+                const char *out;
+                size_t out_len;
+                stopstr_flush(&c->stop, &out, &out_len);
+                if (abuf_add(&q->mem, &q->piece, out, out_len) != 0) goto oom;
+            }
+        }
         c->finish = "stop";
         finished = 1;
     } else if (n == 0 && sched_req_done(c->r)) {
@@ -618,6 +670,13 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
     case REQ_EV_NONE: break;
     case REQ_EV_START: rc = sse_start(q, &m); break;
     case REQ_EV_DELTA: {
+        choice *c = &q->c[ev->index];
+        if (c->tools) { /* the text through the tool-call parser (no logprobs) */
+            int stop = 0;
+            if (ev->text_len > 0) rc = out_take(q, toolout_sse_piece(c->tools, &m, ev->text, ev->text_len, &stop));
+            if (stop && c->r) sched_req_cancel(c->r); /* parallel_tool_calls false: one call is the answer */
+            break;
+        }
         cJSON *lp = NULL;
         if (ev->logprobs && ev->n_tokens > 0) /* offsets run on from the text sent before */
             lp = choice_logprobs(q, ev->index, ev->tokens, ev->logprobs, ev->n_tokens, &q->c[ev->index].lp_off, 0);
@@ -625,9 +684,14 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
             rc = out_take(q, api_sse_chunk_at(q->kind, &m, ev->index, NULL, ev->text, ev->text_len, NULL, lp, NULL));
         break;
     }
-    case REQ_EV_FINISH:
-        rc = out_take(q, api_sse_chunk_at(q->kind, &m, ev->index, NULL, NULL, 0, ev->finish, NULL, NULL));
+    case REQ_EV_FINISH: {
+        api_toolout *t = q->c[ev->index].tools;
+        if (t) rc = out_take(q, toolout_sse_flush(t, &m));
+        if (rc == 0)
+            rc = out_take(q, api_sse_chunk_at(q->kind, &m, ev->index, NULL, NULL, 0,
+                                              t ? toolout_finish(t, ev->finish) : ev->finish, NULL, NULL));
         break;
+    }
     case REQ_EV_DONE:
         rc = sse_usage(q, &m);
         if (rc == 0) rc = abuf_add(&q->mem, &q->out, API_SSE_DONE, strlen(API_SSE_DONE));
@@ -718,10 +782,20 @@ static char *text_doc(qw_request *q) {
         int cursor = 0;
         sched_req_wait(c->r, &cursor, &toks, 0);
         size_t off = 0;
+        const char *text = t->data ? t->data : "";
+        size_t text_len = t->len;
+        if (c->tools) {
+            if (toolout_parse(c->tools, text, text_len) != 0) {
+                for (int k = 0; k < i; k++)
+                    if (ch[k].logprobs) cJSON_Delete(ch[k].logprobs);
+                return NULL;
+            }
+            text = toolout_content(c->tools, &text_len);
+        }
         ch[i] = (api_choice){
-            .text = t->data ? t->data : "",
-            .text_len = t->len,
-            .finish = c->finish,
+            .text = text,
+            .text_len = text_len,
+            .finish = c->tools ? toolout_finish(c->tools, c->finish) : c->finish,
             .logprobs = choice_logprobs(q, i, toks, sched_req_logprobs(c->r, 0), c->n_used, &off, q->echo != NULL),
         };
     }
@@ -737,7 +811,24 @@ static char *text_doc(qw_request *q) {
         .n_choices = q->n,
         .cached_tokens = u.cached_tokens,
     };
-    return q->kind == API_CHAT ? api_chat_json(&m, &res) : api_completion_json(&m, &res);
+    if (q->kind == API_INFILL) {
+        res.text = ch[0].text;
+        res.text_len = ch[0].text_len;
+        res.finish = ch[0].finish;
+        if (ch[0].logprobs) cJSON_Delete(ch[0].logprobs);
+        return infill_json(&res);
+    }
+    char *doc = q->kind == API_CHAT ? api_chat_json(&m, &res) : api_completion_json(&m, &res);
+    if (!doc || !q->c[0].tools) return doc;
+    /* tool_calls into each choice's message */
+    cJSON *j = cJSON_Parse(doc);
+    free(doc);
+    if (!j) return NULL;
+    cJSON *chs = cJSON_GetObjectItem(j, "choices");
+    for (int i = 0; i < q->n; i++) toolout_patch(q->c[i].tools, cJSON_GetArrayItem(chs, i));
+    doc = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return doc;
 }
 
 const char *request_reply(qw_request *q, size_t *len) {

@@ -246,6 +246,56 @@ static cJSON *parse_json(const char *path, qw_err *err) {
     return j;
 }
 
+/* ------------------------------------------------------- chat template */
+
+static int set_template(qw_tok *t, const char *s, size_t n, const char *file, qw_err *err) {
+    free(t->chat_template);
+    t->chat_template = malloc(n + 1);
+    if (!t->chat_template) return qw_errf(err, "tok_load: %s: out of memory", file);
+    memcpy(t->chat_template, s, n);
+    t->chat_template[n] = 0;
+    t->chat_template_len = n;
+    t->chat_family = chat_template_family(s, n);
+    return 0;
+}
+
+/* A folder's template: chat_template.jinja (what transformers >= 4.43
+ * saves, and prefers), else tokenizer_config.json "chat_template": a string,
+ * or a list of {"name", "template"} whose "default" entry is the chat one.
+ * Any other shape counts as a template qwenc does not know. */
+static int load_template_dir(qw_tok *t, const char *dir, qw_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    if (file_exists(path)) {
+        char *buf;
+        size_t len;
+        if (read_file(path, &buf, &len, err)) return -1;
+        int rc = set_template(t, buf, len, path, err);
+        free(buf);
+        return rc;
+    }
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (!file_exists(path)) return 0;
+    cJSON *cfg = parse_json(path, err);
+    if (!cfg) return -1;
+    int rc = 0;
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+    if (cJSON_IsArray(ct)) {
+        const cJSON *it, *found = NULL;
+        cJSON_ArrayForEach(it, ct) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+            if (cJSON_IsString(nm) && !strcmp(nm->valuestring, "default"))
+                found = cJSON_GetObjectItemCaseSensitive(it, "template");
+        }
+        ct = found;
+        if (!cJSON_IsString(ct)) t->chat_family = CHAT_UNKNOWN;
+    }
+    if (cJSON_IsString(ct)) rc = set_template(t, ct->valuestring, strlen(ct->valuestring), path, err);
+    else if (ct && !cJSON_IsNull(ct)) t->chat_family = CHAT_UNKNOWN;
+    cJSON_Delete(cfg);
+    return rc;
+}
+
 /* ----------------------------------------------------------- the builder */
 
 typedef struct builder {
@@ -965,6 +1015,9 @@ static int load_gguf(qw_tok *t, const char *path, qw_err *err) {
     }
     t->nfc = 1;
     if (compile_regex(t, QWEN2_REGEX, strlen(QWEN2_REGEX), 0, path, err)) goto out;
+    s = NULL;
+    if (gguf_get_str(f, "tokenizer.chat_template", 0, &s, &sl, err) < 0) goto out;
+    if (s && set_template(t, s, (size_t)sl, path, err)) goto out;
     rc = tok_build(t, &b, err);
 out:
     strmap_free(&tmp);
@@ -1019,7 +1072,7 @@ int tok_load(qw_tok **out, const char *dir, qw_err *err) {
             return qw_errf(err, "tok_load: %s: no tokenizer.json, vocab.json + merges.txt, nor .gguf file", dir);
         }
     }
-    if (rc) {
+    if (rc || (!t->chat_template && load_template_dir(t, dir, err))) {
         tok_free(t);
         return -1;
     }
@@ -1041,6 +1094,7 @@ void tok_free(qw_tok *t) {
         free(t->added[i].text);
     }
     free(t->added);
+    free(t->chat_template);
     if (t->re) pcre2_code_free(t->re);
     free(t->cache);
     if (t->cache_mu_init)

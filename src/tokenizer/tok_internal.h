@@ -84,6 +84,10 @@ struct qw_tok {
     pcre2_code *re;     /* pre-tokenizer Split regex (NULL: whole text is one piece) */
     int re_jit;         /* JIT compiled */
 
+    char *chat_template;        /* the model's chat template text (NULL: none) */
+    size_t chat_template_len;
+    qw_chat_family chat_family; /* chat_template_family(chat_template) */
+
     tok_cache_slot *cache; /* [1 << TOK_CACHE_BITS] */
     pthread_mutex_t cache_mu[TOK_CACHE_LOCKS];
     int cache_mu_init;

@@ -1,4 +1,4 @@
-/* tokenizer.h - Qwen's byte-level BPE tokenizer and the Qwen2.5 chat template.
+/* tokenizer.h - Qwen's byte-level BPE tokenizer and the chat templates.
  *
  * Matches the Hugging Face `tokenizers` library (and transformers'
  * Qwen2Tokenizer) token for token on Qwen2-family tokenizer files:
@@ -97,31 +97,120 @@ const char *tok_stream_flush(qw_tok_stream *s, size_t *len);
 /* Forget held bytes without emitting them. */
 void tok_stream_reset(qw_tok_stream *s);
 
-/* ---- chat template (ChatML, as Qwen2.5-Instruct's tokenizer_config.json
- * renders it without tools) ---------------------------------------------
+/* ---- chat templates ------------------------------------------------------
+ * The template is the model's own (tokenizer_config.json "chat_template" or
+ * a chat_template.jinja file next to it, GGUF "tokenizer.chat_template"),
+ * recognised by comparing its text byte for byte with the templates qwenc
+ * renders in C (src/tokenizer/chat_known.h). Only those are rendered; any
+ * other template refuses chat with a message saying so (raw completions
+ * still work): a conversation is never rendered with a template the model
+ * was not trained on. */
+typedef enum qw_chat_family {
+    CHAT_NONE = 0,     /* the model's files carry no chat template */
+    CHAT_UNKNOWN,      /* a template qwenc does not know: chat refused */
+    CHAT_QWEN25,       /* Qwen2.5-*-Instruct (also Qwen2.5-Coder-0.5B-Instruct's file) */
+    CHAT_QWEN25_CODER, /* Qwen2.5-Coder-1.5B-Instruct's: as CHAT_QWEN25 but the tool
+                          example in the system turn reads {{"name": ...}} */
+    CHAT_QWEN3,        /* Qwen3's: no default system turn; assistant turns after
+                          the last real user query carry <think> blocks
+                          (reasoning_content); enable_thinking */
+} qw_chat_family;
+
+/* The family of a template text (NULL -> CHAT_NONE). */
+qw_chat_family chat_template_family(const char *text, size_t len);
+/* Short name: "none", "unknown", "qwen2.5", "qwen2.5-coder", "qwen3". */
+const char *chat_family_name(qw_chat_family f);
+/* The tokenizer's template (loaded by tok_load) and its family. The text is
+ * NULL when the files have none; borrowed until tok_free(). */
+qw_chat_family tok_chat_family(const qw_tok *t);
+const char *tok_chat_template(const qw_tok *t, size_t *len);
+/* Tests and tools: render/encode as if the model's template were f. */
+void tok_set_chat_family(qw_tok *t, qw_chat_family f);
+
+/* ---- the Qwen2.5 template (Qwen2.5-Instruct's tokenizer_config.json)
+ * without tools:
  *   first message system:  <|im_start|>system\n{content}<|im_end|>\n
  *   else the default:      <|im_start|>system\nYou are Qwen, created by
  *                          Alibaba Cloud. You are a helpful assistant.<|im_end|>\n
- *   user / assistant / later system: <|im_start|>{role}\n{content}<|im_end|>\n
+ * with tools (a non-empty `tools` array), the system turn instead is
+ *   <|im_start|>system\n{system content or the default}\n\n# Tools\n\n...
+ *   <tools>\n{tool 1 | tojson}\n{tool 2 | tojson}...\n</tools>\n\n
+ *   ...<tool_call>\n{"name": <function-name>, ...}\n</tool_call><|im_end|>\n
+ * then for each message:
+ *   user / later system / assistant without tool calls:
+ *       <|im_start|>{role}\n{content}<|im_end|>\n
+ *   assistant with tool calls:
+ *       <|im_start|>assistant[\n{content} if non-empty]
+ *       \n<tool_call>\n{"name": "{name}", "arguments": {arguments | tojson}}\n</tool_call>
+ *       ... (one per call) <|im_end|>\n
  *   tool: consecutive tool messages form one user turn:
  *       <|im_start|>user\n<tool_response>\n{c1}\n</tool_response>
  *       \n<tool_response>\n{c2}\n</tool_response><|im_end|>\n
  *   any other role: not rendered (as the template does)
  *   add_generation_prompt: <|im_start|>assistant\n
- * content NULL counts as "". n_msgs may be 0 (system prompt only). */
+ * content NULL counts as "". n_msgs may be 0 (system prompt only). tojson is
+ * transformers' filter (tojson.h); a call's `arguments` is the JSON text of
+ * the arguments (OpenAI sends it as a string holding JSON: that string's
+ * value), parsed and re-serialised, so {"a":1.50} renders as {"a": 1.5}. */
+typedef struct qw_tool_call {
+    const char *name;
+    const char *arguments; /* JSON text; NULL -> {} */
+} qw_tool_call;
+
 typedef struct qw_chat_msg {
     const char *role;
     const char *content;
+    const qw_tool_call *tool_calls; /* [n_tool_calls], assistant messages only */
+    size_t n_tool_calls;
+    const char *reasoning_content;  /* Qwen3: an assistant turn's thinking; NULL: none
+                                       given (then <think>...</think> in content counts) */
 } qw_chat_msg;
 
 #define QW_DEFAULT_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
-/* Render into *out[*len] (malloc'd, NUL-terminated). */
+typedef struct qw_chat_opts {
+    qw_chat_family family;     /* CHAT_QWEN25, CHAT_QWEN25_CODER or CHAT_QWEN3; others fail */
+    const char *tools;         /* JSON text of the tools array; NULL or [] -> none */
+    size_t tools_len;
+    int add_generation_prompt;
+    int no_thinking;           /* Qwen3: enable_thinking=false (an empty <think> block
+                                  after the generation prompt); 0: not given */
+} qw_chat_opts;
+
+/* The Qwen3 template (Qwen3's tokenizer_config.json), in short: the system
+ * turn only if messages[0] is system (or with tools: its content + "\n\n"
+ * + the same tools block as Qwen2.5 without the default system text); the
+ * last user message that is not a wrapped <tool_response> is "the query";
+ * assistant turns after it render <think>\n{reasoning}\n</think>\n\n
+ * before the content (always for the last message, else when there is
+ * reasoning), where reasoning is reasoning_content or the text inside
+ * <think>...</think> at the start of content (then removed from content);
+ * tool calls follow the content, "\n"-separated, without the leading "\n"
+ * when there is no content; tool results as Qwen2.5. */
+
+/* Render into *out[*len] (malloc'd, NUL-terminated). Fails (-1, message) for
+ * a family it cannot render, tools that are not a JSON array, or a call's
+ * arguments that are not JSON. */
+int chat_render_opts(const qw_chat_opts *o, const qw_chat_msg *msgs, size_t n_msgs, char **out,
+                     size_t *len, qw_err *err);
+
+/* chat_render_opts() with the Qwen2.5 template and no tools. */
 int chat_render(const qw_chat_msg *msgs, size_t n_msgs, int add_generation_prompt, char **out,
                 size_t *len, qw_err *err);
 
-/* chat_render() then tok_encode() (special-token text inside contents is
- * split out as Hugging Face does when it encodes the rendered string). */
+/* Render with the tokenizer's own template (tok_chat_family; fails with a
+ * message naming the family when it is not one chat_render_opts renders),
+ * then tok_encode() (special-token text inside contents is split out as
+ * Hugging Face does when it encodes the rendered string). tools: as in
+ * qw_chat_opts (NULL: none). */
+int chat_encode_tools(const qw_tok *t, const qw_chat_msg *msgs, size_t n_msgs, const char *tools,
+                      size_t tools_len, int add_generation_prompt, int32_t **ids, size_t *n,
+                      qw_err *err);
+/* The same with every option of qw_chat_opts (its family is ignored: the
+ * tokenizer's is used). */
+int chat_encode_opts(const qw_tok *t, const qw_chat_opts *o, const qw_chat_msg *msgs, size_t n_msgs,
+                     int32_t **ids, size_t *n, qw_err *err);
+/* chat_encode_tools() without tools. */
 int chat_encode(const qw_tok *t, const qw_chat_msg *msgs, size_t n_msgs,
                 int add_generation_prompt, int32_t **ids, size_t *n, qw_err *err);
 

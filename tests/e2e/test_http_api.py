@@ -330,7 +330,8 @@ def test_all_sampling_fields_accepted(server):
     ("n", 17),
     ("n", 0),
     ("top_logprobs", 2),  # without logprobs: true
-    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]),
+    ("functions", [{"name": "f", "parameters": {"type": "object"}}]),  # legacy; tools are served
+    ("suffix", "x"),  # infill is a completion, not chat
     ("response_format", {"type": "json_object"}),
 ])
 def test_unsupported_fields_are_400_naming_the_field(server, field, value):

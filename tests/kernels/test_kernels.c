@@ -564,9 +564,46 @@ static void check_exp_kernels(const qw_kernels *L) {
     free(gr);
 }
 
+/* Cache rows in pages of 1 << shift rows (kernels.h: qw_kv_rows), built
+ * from contiguous K, V (n rows of stride ld): each page its own allocation
+ * with K at an odd offset and V after a gap, so that reading across a page
+ * edge as if the rows were contiguous would read garbage. */
+typedef struct paged {
+    float **pages;
+    int64_t n_pages;
+    qw_kv_rows kv;
+} paged;
+
+static void paged_build(paged *pg, const float *K, const float *V, int64_t n, int64_t ld, int shift) {
+    int64_t rows = shift >= 40 ? n : (int64_t)1 << shift;
+    pg->n_pages = (n + rows - 1) / rows;
+    pg->pages = malloc((size_t)pg->n_pages * sizeof(float *));
+    pg->kv.k_off = 1;
+    pg->kv.v_off = 1 + rows * ld + 3;
+    pg->kv.ld = ld;
+    pg->kv.shift = shift;
+    pg->kv.pages = (const float *const *)pg->pages;
+    for (int64_t i = 0; i < pg->n_pages; i++) {
+        int64_t size = pg->kv.v_off + rows * ld + 5;
+        float *pgb = malloc((size_t)size * 4);
+        for (int64_t j = 0; j < size; j++) pgb[j] = NAN;
+        for (int64_t r = 0; r < rows && i * rows + r < n; r++) {
+            memcpy(pgb + pg->kv.k_off + r * ld, K + (i * rows + r) * ld, (size_t)ld * 4);
+            memcpy(pgb + pg->kv.v_off + r * ld, V + (i * rows + r) * ld, (size_t)ld * 4);
+        }
+        pg->pages[i] = pgb;
+    }
+}
+
+static void paged_free(paged *pg) {
+    for (int64_t i = 0; i < pg->n_pages; i++) free(pg->pages[i]);
+    free(pg->pages);
+}
+
 /* One attention case (kernels.h: attn): nq heads of width hd over n cache
- * rows of stride ld (the gaps hold NaN, so reading them would show),
- * unaligned q/K/V/out, a scratch full of garbage. Checks, for level L:
+ * rows of stride ld (the gaps hold NaN, so reading them would show) in
+ * pages of 1 << shift rows, unaligned q/K/V/out, a scratch full of garbage.
+ * Checks, for level L:
  *  - against a float64 oracle. Bound: each score's error is at most
  *    d_p = 1.01 hd u sum_i |q_i k_i| scale + u |s_p| (dot product, then the
  *    scale multiply); a weight w_p = e_p / sum e then has relative error at
@@ -581,14 +618,16 @@ static void check_exp_kernels(const qw_kernels *L) {
  *  - out untouched outside its nq x hd floats;
  *  - each head's result bitwise equal to the same head computed alone
  *    (nq = 1), and to the heads split [0, a) + [a, nq) over two calls (what
- *    the forward pass does when it splits a group over threads). */
-static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, int64_t ld, float qmag) {
+ *    the forward pass does when it splits a group over threads);
+ *  - bitwise equal to the same rows in one contiguous page (the paged KV
+ *    cache must not change a bit of the logits). */
+static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, int64_t ld, float qmag, int shift) {
     const double u = FLT_EPSILON / 2;
-    float *qb = malloc((size_t)(nq * hd + 1) * 4), *kb = malloc((size_t)(n * ld + 1) * 4);
-    float *vb = malloc((size_t)(n * ld + 1) * 4), *ob = malloc((size_t)(nq * hd + 9) * 4);
+    float *qb = malloc((size_t)(nq * hd + 1) * 4), *K = malloc((size_t)(n * ld) * 4);
+    float *V = malloc((size_t)(n * ld) * 4), *ob = malloc((size_t)(nq * hd + 9) * 4);
     float *orf = malloc((size_t)(nq * hd) * 4), *o1 = malloc((size_t)(hd + 8) * 4), *o2 = malloc((size_t)(nq * hd) * 4);
     float *S = malloc((size_t)(nq * n) * 4);
-    float *q = qb + 1, *K = kb + 1, *V = vb + 1, *out = ob + 1;
+    float *q = qb + 1, *out = ob + 1;
     float scale = 1.0f / sqrtf((float)hd);
     for (int64_t i = 0; i < nq * hd; i++) q[i] = frand() * qmag;
     for (int64_t i = 0; i < n * ld; i++) {
@@ -596,11 +635,14 @@ static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, in
         K[i] = gap ? NAN : frand();
         V[i] = gap ? NAN : frand() * 2;
     }
+    paged pg, one;
+    paged_build(&pg, K, V, n, ld, shift);
+    paged_build(&one, K, V, n, ld, 62);
     for (int64_t i = 0; i < nq * hd + 9; i++) ob[i] = SENTINEL;
     for (int64_t i = 0; i < nq * n; i++) S[i] = 1e30f;
-    L->attn(out, q, nq, hd, K, V, ld, n, scale, S);
+    L->attn(out, q, nq, hd, &pg.kv, n, scale, S);
     for (int64_t i = 0; i < nq * n; i++) S[i] = -7.0f;
-    g_ref->attn(orf, q, nq, hd, K, V, ld, n, scale, S);
+    g_ref->attn(orf, q, nq, hd, &pg.kv, n, scale, S);
     int bad = 0, bad_guard = 0, bad_split = 0;
     CHECK(ob[0] == SENTINEL, "%s attn wrote before out", L->name);
     for (int64_t i = nq * hd + 1; i < nq * hd + 9; i++)
@@ -643,26 +685,32 @@ static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, in
             }
         }
         /* the same head alone */
-        L->attn(o1, q + h * hd, 1, hd, K, V, ld, n, scale, S);
+        L->attn(o1, q + h * hd, 1, hd, &pg.kv, n, scale, S);
         if (memcmp(o1, out + h * hd, (size_t)hd * 4) != 0) bad_split++;
     }
     int64_t a = nq / 2;
     if (a > 0) {
-        L->attn(o2, q, a, hd, K, V, ld, n, scale, S);
-        L->attn(o2 + a * hd, q + a * hd, nq - a, hd, K, V, ld, n, scale, S);
+        L->attn(o2, q, a, hd, &pg.kv, n, scale, S);
+        L->attn(o2 + a * hd, q + a * hd, nq - a, hd, &pg.kv, n, scale, S);
         if (memcmp(o2, out, (size_t)(nq * hd) * 4) != 0) bad_split++;
     }
+    L->attn(o2, q, nq, hd, &one.kv, n, scale, S);
+    int bad_paging = memcmp(o2, out, (size_t)(nq * hd) * 4) != 0;
     CHECK(bad == 0, "%s attn nq=%lld hd=%lld n=%lld ld=%lld: %d bad", L->name, (long long)nq, (long long)hd,
           (long long)n, (long long)ld, bad);
     CHECK(bad_guard == 0, "%s attn nq=%lld hd=%lld n=%lld wrote past out", L->name, (long long)nq, (long long)hd,
           (long long)n);
     CHECK(bad_split == 0, "%s attn nq=%lld hd=%lld n=%lld: a head's bits depend on the other heads", L->name,
           (long long)nq, (long long)hd, (long long)n);
+    CHECK(bad_paging == 0, "%s attn nq=%lld hd=%lld n=%lld: pages of %lld rows change the bits", L->name,
+          (long long)nq, (long long)hd, (long long)n, (long long)1 << shift);
+    paged_free(&pg);
+    paged_free(&one);
     free(sc);
     free(dl);
     free(qb);
-    free(kb);
-    free(vb);
+    free(K);
+    free(V);
     free(ob);
     free(orf);
     free(o1);
@@ -673,20 +721,23 @@ static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, in
 /* Sizes around every tile edge: hd around the 8/16-float vectors (and 64,
  * 128: Qwen2's head widths), n around the 4/8-row score tiles and the
  * 64-position V blocks, nq around the 4-head V tiles and the 32-head
- * chunks; peaked (qmag 8) and flat (qmag 0.1) softmaxes. */
+ * chunks; peaked (qmag 8) and flat (qmag 0.1) softmaxes; pages of 1 row (a
+ * page edge inside every tile), 4, 8, 64 (the KV cache's) and one page. */
 static void check_attn(const qw_kernels *L) {
     static const int64_t hds[] = {1, 3, 8, 12, 16, 17, 24, 64, 67, 128};
     static const int64_t ns[] = {1, 2, 3, 5, 8, 9, 15, 63, 64, 65, 129, 300};
     static const int64_t nqs[] = {1, 2, 3, 4, 5, 7, 9, 14};
+    static const int shifts[] = {0, 2, 3, 6, 62, 1, 4};
     for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
         for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
             int64_t nq = nqs[(a * 5 + b) % (sizeof nqs / sizeof nqs[0])];
             int64_t ld = hds[a] + (b % 3 == 0 ? 0 : (int64_t)(rnd() % 7) + 1);
-            attn_case(L, nq, hds[a], ns[b], ld, b % 2 ? 8.0f : 0.1f);
+            int shift = shifts[(a * 3 + b) % (sizeof shifts / sizeof shifts[0])];
+            attn_case(L, nq, hds[a], ns[b], ld, b % 2 ? 8.0f : 0.1f, shift);
         }
-    attn_case(L, 7, 64, 1000, 64, 4.0f);  /* Qwen2.5-0.5B decode at ~1000 */
-    attn_case(L, 33, 16, 70, 16, 2.0f);   /* more heads than one chunk */
-    attn_case(L, 40, 64, 20, 64, 1.0f);
+    attn_case(L, 7, 64, 1000, 64, 4.0f, 6);  /* Qwen2.5-0.5B decode at ~1000 */
+    attn_case(L, 33, 16, 70, 16, 2.0f, 3);   /* more heads than one chunk */
+    attn_case(L, 40, 64, 20, 64, 1.0f, 0);
 }
 
 static void check_conversions(void) {

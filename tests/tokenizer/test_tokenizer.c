@@ -344,7 +344,7 @@ static void check_chat(const qw_tok *t, const char *path) {
     CHECK(bad_ids == 0, "chat: %zu conversations encode differently", bad_ids);
 
     /* The default system prompt and the generation prompt, spelled out. */
-    qw_chat_msg m[1] = {{"user", "hi"}};
+    qw_chat_msg m[1] = {{.role = "user", .content = "hi"}};
     char *out;
     size_t ol;
     chat_render(m, 1, 1, &out, &ol, NULL);
@@ -566,6 +566,9 @@ static void check_gguf(const char *sub, const qw_tok *tj, ccase *cs, size_t n, i
     gw_kv_strs(&w, "tokenizer.ggml.tokens", toks, (size_t)nv);
     gw_kv_i32s(&w, "tokenizer.ggml.token_type", types, (size_t)nv);
     gw_kv_strs(&w, "tokenizer.ggml.merges", ms, (size_t)nm);
+    /* The folder's chat template, as llama.cpp's converter copies it. */
+    const char *tmpl = tok_chat_template(tj, NULL);
+    if (tmpl) gw_kv_str(&w, "tokenizer.chat_template", tmpl);
     gw_build(&w);
     CHECK(gw_write(&w, gpath, w.n) == 0, "write %s", gpath);
     gw_free(&w);
@@ -591,6 +594,9 @@ static void check_gguf(const char *sub, const qw_tok *tj, ccase *cs, size_t n, i
                 bad++;
         }
         CHECK(bad == 0, "%s gguf: %d ids decode or flag differently from tokenizer.json", sub, bad);
+        CHECK(tok_chat_family(tg) == tok_chat_family(tj) && tok_chat_family(tg) != CHAT_NONE,
+              "%s gguf: chat template family %s, the folder's %s", sub, chat_family_name(tok_chat_family(tg)),
+              chat_family_name(tok_chat_family(tj)));
         char name[64];
         snprintf(name, sizeof name, "%s-gguf", sub);
         check_corpus(tg, name, cs, n, is3, 5000);

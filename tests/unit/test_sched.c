@@ -28,10 +28,12 @@
 #include "engine/generate.h"
 #include "engine/sched.h"
 #include "infer/forward.h"
+#include "infer/kvcache.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "runtime/pool.h"
 #include "synth/synth.h"
+#include "grammar/grammar.h"
 #include "test.h"
 
 #define VOCAB 1024
@@ -129,7 +131,7 @@ static int drive(qw_sched *s, qw_req *const *r, int n, int max_steps) {
 /* Submit n requests at once and collect them (manual: stepping on this
  * thread; else the engine thread runs them and this one waits). */
 static void run_batch(qw_sched *s, int manual, int n, const qw_req_params *ps, run *out) {
-    qw_req *r[16];
+    qw_req *r[16] = {0};
     qw_err err;
     for (int i = 0; i < n; i++) {
         int rc = sched_submit(s, &ps[i], &r[i], &err);
@@ -546,9 +548,10 @@ static void test_threaded_cancel(qw_model *m, qw_pool *pool) {
  * request whose output repeats its own text gets drafts accepted (so the
  * comparison covers real verification runs, not only draft-free steps);
  * "no_spec" turns drafting off per request; the counters add up. */
-static qw_sched *spec_sched(qw_ctx *c, qw_pool *pool, int spec_k) {
+static qw_sched *spec_sched(qw_ctx *c, qw_pool *pool, int spec_k, int64_t cache_bytes) {
     qw_err err;
-    qw_sched_params sp = {.n_slots = 8, .queue_cap = 16, .prefill_chunk = 16, .manual = 1, .spec_k = spec_k};
+    qw_sched_params sp = {.n_slots = 8, .queue_cap = 16, .prefill_chunk = 16, .manual = 1, .spec_k = spec_k,
+                          .cache_bytes = cache_bytes};
     qw_sched *s = sched_create(c, pool, &sp, &err);
     CHECK(s != NULL, "sched_create: %s", err.msg);
     return s;
@@ -556,7 +559,7 @@ static qw_sched *spec_sched(qw_ctx *c, qw_pool *pool, int spec_k) {
 
 static void test_spec(qw_model *m, qw_pool *pool) {
     qw_err err;
-    qw_ctx *c = ctx_create(m, 8, N_CTX, 64, &err);
+    qw_ctx *c = ctx_create_paged(m, 8, N_CTX, 64, 16, &err);
     CHECK(c != NULL, "ctx_create: %s", err.msg);
     if (!c) return;
     enum { N = 9 };
@@ -589,12 +592,12 @@ static void test_spec(qw_model *m, qw_pool *pool) {
     ps[8].max_new = 13;
 
     run plain[N], alone[N], together[N];
-    qw_sched *s = spec_sched(c, pool, 0);
+    qw_sched *s = spec_sched(c, pool, 0, 0);
     if (!s) goto out;
     for (int i = 0; i < N; i++) run_batch(s, 1, 1, &ps[i], &plain[i]);
     sched_free(s);
 
-    s = spec_sched(c, pool, 6);
+    s = spec_sched(c, pool, 6, 0);
     if (!s) goto out;
     for (int i = 0; i < N; i++) run_batch(s, 1, 1, &ps[i], &alone[i]);
     qw_sched_metrics m1 = metrics_of(s);
@@ -638,6 +641,47 @@ static void test_spec(qw_model *m, qw_pool *pool) {
           (unsigned long long)(m3.draft_tokens_total - m2.draft_tokens_total));
     sched_free(s);
 
+    /* With the prefix cache: drafts and rewinds write next to registered
+     * pages (copy on write keeps those intact), and a second turn (prompt +
+     * output + more) maps pages whose positions were drafted, rejected and
+     * rewritten: the tokens stay the plain ones. */
+    static int32_t turn2[N][N_CTX];
+    qw_req_params ps2[N];
+    run plain2[N], spec2[N], again[N];
+    int n2 = 0;
+    for (int i = 0; i < N; i++) {
+        int len = ps[i].n_prompt + plain[i].n + 3;
+        if (len + 10 > N_CTX) continue;
+        memcpy(turn2[n2], ps[i].prompt, (size_t)ps[i].n_prompt * sizeof(int32_t));
+        memcpy(turn2[n2] + ps[i].n_prompt, plain[i].toks, (size_t)plain[i].n * sizeof(int32_t));
+        prompt_of(100 + i, 3, turn2[n2] + len - 3);
+        ps2[n2] = ps[i];
+        ps2[n2].prompt = turn2[n2];
+        ps2[n2].n_prompt = len;
+        ps2[n2].max_new = 10;
+        n2++;
+    }
+    s = spec_sched(c, pool, 0, 0);
+    if (!s) goto out;
+    for (int i = 0; i < n2; i++) run_batch(s, 1, 1, &ps2[i], &plain2[i]);
+    sched_free(s);
+    s = spec_sched(c, pool, 6, 1 << 24);
+    if (!s) goto out;
+    run_batch(s, 1, N, ps, again);
+    run_batch(s, 1, n2, ps2, spec2);
+    qw_sched_metrics m4 = metrics_of(s);
+    for (int i = 0; i < N; i++) CHECK(same(&plain[i], &again[i]), "request %d: speculative + prefix cache != plain", i);
+    for (int i = 0; i < n2; i++)
+        CHECK(same(&plain2[i], &spec2[i]), "turn 2 of %d: speculative + prefix cache != plain", i);
+    CHECK(n2 >= 4 && m4.prefix_hit_tokens > 0, "turn 2: %d requests, %llu cached tokens", n2,
+          (unsigned long long)m4.prefix_hit_tokens);
+    /* rewinds go back to confirmed positions only, which are never in a
+     * shared page: no copy on write was needed */
+    qw_kv_stats ks;
+    kv_stats(ctx_kv(c), &ks);
+    CHECK(ks.cow_copies == 0, "%llu pages copied on write", (unsigned long long)ks.cow_copies);
+    sched_free(s);
+
     /* The single-sequence path: gen_run with drafts == without. */
     for (int i = 0; i < N; i++) {
         if (i == 7) continue; /* gen_run checks the context up front */
@@ -654,6 +698,331 @@ static void test_spec(qw_model *m, qw_pool *pool) {
         if (i == 0) CHECK(gb.n_accepted > 0, "gen_run 0: accepted %d of %d", gb.n_accepted, gb.n_drafted);
     }
 out:
+    ctx_free(c);
+}
+
+/* ---- the prefix cache (sched.h, infer/kvcache.h) ---------------------- */
+
+#define PG 16 /* page rows in these tests: several pages per prompt */
+
+static qw_sched *prefix_sched(qw_ctx *c, qw_pool *pool, int n_slots, int64_t cache_bytes) {
+    qw_err err;
+    qw_sched_params sp = {.n_slots = n_slots, .queue_cap = 32, .prefill_chunk = 16, .manual = 1,
+                          .cache_bytes = cache_bytes};
+    qw_sched *s = sched_create(c, pool, &sp, &err);
+    CHECK(s != NULL, "sched_create: %s", err.msg);
+    return s;
+}
+
+/* One request in a 1-slot manual scheduler; the logits row of every step
+ * that produced a token is appended to lg (at most max_rows rows). Returns
+ * the rows logged; *st gets the request's stats. */
+static int run_logged(qw_sched *s, qw_ctx *c, const qw_req_params *p, float *lg, int max_rows, run *out,
+                      qw_req_stats *st) {
+    qw_req *r;
+    qw_err err;
+    int rc = sched_submit(s, p, &r, &err);
+    CHECK(rc == QW_SCHED_OK, "submit: %s", err.msg);
+    if (rc != QW_SCHED_OK) return 0;
+    int rows = 0, cur = 0;
+    const int32_t *t;
+    out->n = 0;
+    for (int steps = 0; !sched_req_done(r) && steps < 1000; steps++) {
+        sched_step(s);
+        int k = sched_req_wait(r, &cur, &t, 0);
+        if (k > 0 && rows < max_rows) {
+            memcpy(lg + (size_t)rows * VOCAB, ctx_logits(c, 0), VOCAB * sizeof(float));
+            rows++;
+        }
+        memcpy(out->toks + out->n, t, (size_t)k * sizeof *t);
+        out->n += k;
+    }
+    *st = stats_of(r);
+    out->finish = st->finish;
+    sched_req_release(r);
+    return rows;
+}
+
+/* The logits of a request are bitwise the same with and without a cache
+ * hit: the same prompt again, a prompt sharing part of it, and a second
+ * turn (prompt + output + more) that maps the first turn's output pages. */
+static void test_prefix_bitwise(qw_model *m, qw_pool *pool) {
+    qw_err err;
+    qw_ctx *c = ctx_create_paged(m, 1, N_CTX, 64, PG, &err);
+    CHECK(c != NULL, "ctx_create: %s", err.msg);
+    if (!c) return;
+    enum { ROWS = 24, NP = 4 };
+    static int32_t pr[NP][N_CTX];
+    qw_req_params ps[NP];
+    prompt_of(1, 70, pr[0]);
+    memcpy(pr[1], pr[0], 50 * sizeof(int32_t)); /* shares 50 tokens: 3 pages */
+    prompt_of(2, 10, pr[1] + 50);
+    prompt_of(3, 64, pr[3]); /* exactly 4 pages: at most 3 mapped */
+    for (int i = 0; i < NP; i++)
+        ps[i] = (qw_req_params){.prompt = pr[i], .n_prompt = i == 1 ? 60 : i == 3 ? 64 : 70, .max_new = 20,
+                                .sampling = sampling_default(), .ignore_eos = 1};
+    float *off = malloc((size_t)NP * ROWS * VOCAB * sizeof(float)), *on = malloc((size_t)ROWS * VOCAB * sizeof(float));
+    run r_off[NP], r_on;
+    int n_off[NP];
+    qw_req_stats st;
+    qw_sched *s = prefix_sched(c, pool, 1, 0);
+    if (!s || !off || !on) goto out;
+    /* turn 2 of request 0 (filled in after its first run) */
+    for (int i = 0; i < NP; i++) {
+        if (i == 2) {
+            memcpy(pr[2], pr[0], 70 * sizeof(int32_t));
+            memcpy(pr[2] + 70, r_off[0].toks, 20 * sizeof(int32_t));
+            prompt_of(4, 5, pr[2] + 90);
+            ps[2].n_prompt = 95;
+        }
+        n_off[i] = run_logged(s, c, &ps[i], off + (size_t)i * ROWS * VOCAB, ROWS, &r_off[i], &st);
+        CHECK(st.n_cached == 0, "cache off: %d cached", st.n_cached);
+    }
+    qw_sched_metrics m_off = metrics_of(s);
+    sched_free(s);
+
+    s = prefix_sched(c, pool, 1, 1 << 24);
+    if (!s) goto out;
+    /* order: cold 0, 0 again, 1 (shares 3 pages), 2 (turn 2 of 0), 3 twice */
+    static const int order[] = {0, 0, 1, 2, 3, 3};
+    static const int want_cached[] = {0, 64, 48, 80, 0, 48};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        int i = order[k];
+        int rows = run_logged(s, c, &ps[i], on, ROWS, &r_on, &st);
+        CHECK(st.n_cached == want_cached[k], "run %zu (request %d): %d tokens cached, want %d", k, i, st.n_cached,
+              want_cached[k]);
+        CHECK(rows == n_off[i] && same(&r_on, &r_off[i]), "run %zu (request %d): tokens differ with the cache", k, i);
+        CHECK(!memcmp(on, off + (size_t)i * ROWS * VOCAB, (size_t)rows * VOCAB * sizeof(float)),
+              "run %zu (request %d): logits not bitwise equal with %d cached tokens", k, i, st.n_cached);
+    }
+    qw_sched_metrics mt = metrics_of(s);
+    CHECK(mt.prefix_lookups == 6 && mt.prefix_hit_tokens == 64 + 48 + 80 + 48, "metrics: %llu lookups, %llu hit",
+          (unsigned long long)mt.prefix_lookups, (unsigned long long)mt.prefix_hit_tokens);
+    CHECK(mt.prefill_tokens_total + mt.prefix_hit_tokens == mt.prefix_lookup_tokens &&
+              m_off.prefill_tokens_total == 70 + 60 + 95 + 64,
+          "prefill tokens %llu + hit %llu != prompt tokens %llu (cache off: %llu)",
+          (unsigned long long)mt.prefill_tokens_total, (unsigned long long)mt.prefix_hit_tokens,
+          (unsigned long long)mt.prefix_lookup_tokens, (unsigned long long)m_off.prefill_tokens_total);
+    CHECK(mt.kv_pages_cached > 0 && mt.kv_bytes > 0 && mt.kv_pages_used == 0, "kv: %lld cached, %lld used, %lld B",
+          (long long)mt.kv_pages_cached, (long long)mt.kv_pages_used, (long long)mt.kv_bytes);
+    sched_free(s);
+out:
+    free(off);
+    free(on);
+    ctx_free(c);
+}
+
+/* 8 requests with the same 100-token system prompt, submitted at once:
+ * its 6 full pages are prefilled by one of them, the other 7 wait and
+ * compute only their own 9 tokens; the outputs are those without cache.
+ * Then a writer that goes away mid-prefill: its waiter takes over. */
+static void test_prefix_shared(qw_model *m, qw_pool *pool) {
+    qw_err err;
+    qw_ctx *c = ctx_create_paged(m, 8, N_CTX, 64, PG, &err);
+    CHECK(c != NULL, "ctx_create: %s", err.msg);
+    if (!c) return;
+    enum { N = 8, SYS = 100, LEN = 105 };
+    static int32_t pr[N][N_CTX];
+    qw_req_params ps[N];
+    for (int i = 0; i < N; i++) {
+        prompt_of(9, SYS, pr[i]);
+        prompt_of(20 + i, LEN - SYS, pr[i] + SYS);
+        ps[i] = (qw_req_params){.prompt = pr[i], .n_prompt = LEN, .max_new = 8, .sampling = sampling_default(),
+                                .ignore_eos = 1};
+    }
+    run ref[N], got[N];
+    qw_sched *s = prefix_sched(c, pool, N, 0);
+    if (!s) goto out;
+    run_batch(s, 1, N, ps, ref);
+    qw_sched_metrics m0 = metrics_of(s);
+    sched_free(s);
+    CHECK(m0.prefill_tokens_total == N * LEN, "cache off: %llu prefill tokens",
+          (unsigned long long)m0.prefill_tokens_total);
+
+    s = prefix_sched(c, pool, N, 1 << 24);
+    if (!s) goto out;
+    run_batch(s, 1, N, ps, got);
+    qw_sched_metrics m1 = metrics_of(s);
+    int shared = SYS / PG * PG;
+    CHECK(m1.prefill_tokens_total == (uint64_t)(LEN + (N - 1) * (LEN - shared)),
+          "8 users, one system prompt: %llu tokens prefilled, want %d", (unsigned long long)m1.prefill_tokens_total,
+          LEN + (N - 1) * (LEN - shared));
+    CHECK(m1.prefix_hit_tokens == (uint64_t)((N - 1) * shared), "%llu tokens from the cache",
+          (unsigned long long)m1.prefix_hit_tokens);
+    for (int i = 0; i < N; i++) CHECK(same(&ref[i], &got[i]), "request %d: tokens differ with a shared prefix", i);
+    sched_free(s);
+
+    /* the writer goes away after its first chunk; the two waiters go on */
+    s = prefix_sched(c, pool, 3, 1 << 24);
+    if (!s) goto out;
+    qw_req *r[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        int rc = sched_submit(s, &ps[i], &r[i], &err);
+        CHECK(rc == QW_SCHED_OK, "submit: %s", err.msg);
+        if (rc != QW_SCHED_OK) goto out_s;
+    }
+    sched_step(s); /* all admitted; request 0 prefills 16 tokens, 1 and 2 wait */
+    qw_sched_metrics mw = metrics_of(s);
+    CHECK(mw.prefill_tokens_total == 16, "first step: %llu prefill tokens", (unsigned long long)mw.prefill_tokens_total);
+    sched_req_cancel(r[0]);
+    drive(s, r + 1, 2, 1000);
+    for (int i = 1; i < 3; i++) {
+        run o;
+        int cur = 0;
+        const int32_t *t;
+        o.n = sched_req_wait(r[i], &cur, &t, 0);
+        memcpy(o.toks, t, (size_t)o.n * sizeof *t);
+        qw_req_stats st = stats_of(r[i]);
+        o.finish = st.finish;
+        CHECK(same(&o, &ref[i]), "request %d: tokens differ after its writer went away", i);
+        CHECK(st.n_cached == (i == 1 ? PG : shared), "request %d: %d cached", i, st.n_cached);
+    }
+out_s:
+    for (int i = 0; i < 3; i++) sched_req_release(r[i]);
+    sched_free(s);
+out:
+    ctx_free(c);
+}
+
+/* Eviction never changes output: families of prompts sharing prefixes of
+ * several lengths, run in waves under budgets of 0 bytes (nothing kept
+ * idle), 3 pages and plenty, all give the tokens of the cache-less run. */
+static void test_prefix_eviction(qw_model *m, qw_pool *pool) {
+    qw_err err;
+    qw_ctx *c = ctx_create_paged(m, 4, N_CTX, 64, PG, &err);
+    CHECK(c != NULL, "ctx_create: %s", err.msg);
+    if (!c) return;
+    enum { N = 12 };
+    static int32_t pr[N][N_CTX];
+    qw_req_params ps[N];
+    for (int i = 0; i < N; i++) {
+        int fam = i % 3, share = 20 + 17 * (i % 4), len = share + 5 + i;
+        prompt_of(50 + fam, share, pr[i]);
+        prompt_of(60 + i, len - share, pr[i] + share);
+        ps[i] = (qw_req_params){.prompt = pr[i], .n_prompt = len, .max_new = 6 + i % 5,
+                                .sampling = sampling_default(), .ignore_eos = 1};
+        if (i % 2) {
+            ps[i].sampling.temperature = 0.9f;
+            ps[i].sampling.seed = 5 + (uint64_t)i;
+        }
+    }
+    run ref[N], got[N];
+    qw_sched *s = prefix_sched(c, pool, 4, 0);
+    if (!s) goto out;
+    for (int w = 0; w < N; w += 4) run_batch(s, 1, 4, ps + w, ref + w);
+    sched_free(s);
+    qw_kv_stats ks;
+    kv_stats(ctx_kv(c), &ks);
+    const int64_t budgets[] = {1, 3 * ks.page_bytes, 1 << 24};
+    for (int b = 0; b < 3; b++) {
+        s = prefix_sched(c, pool, 4, budgets[b]);
+        if (!s) goto out;
+        for (int rep = 0; rep < 2; rep++)
+            for (int w = 0; w < N; w += 4) run_batch(s, 1, 4, ps + w, got + w);
+        qw_sched_metrics mt = metrics_of(s);
+        for (int i = 0; i < N; i++)
+            CHECK(same(&ref[i], &got[i]), "budget %lld: request %d differs", (long long)budgets[b], i);
+        CHECK(mt.kv_pages_cached * ks.page_bytes <= budgets[b], "budget %lld: %lld pages cached",
+              (long long)budgets[b], (long long)mt.kv_pages_cached);
+        if (b == 1) CHECK(mt.kv_evictions > 0, "budget of 3 pages: nothing evicted");
+        if (b == 2) CHECK(mt.prefix_hit_tokens > 0 && mt.kv_evictions == 0, "plenty: %llu hit, %llu evicted",
+                          (unsigned long long)mt.prefix_hit_tokens, (unsigned long long)mt.kv_evictions);
+        sched_free(s);
+    }
+out:
+    ctx_free(c);
+}
+
+/* Constrained sampling (qw_req_params.grammar): on the random model, every
+ * output spells a sentence of the grammar and ends with EOS (forced once the
+ * grammar is complete); the output is the same alone, among unconstrained
+ * requests, with speculative decoding on (constrained requests take no
+ * drafts) and on a second run with the same seed. A grammar that reaches a
+ * point where no token fits (here: a vocabulary without EOS) fails the
+ * request with a message instead of sampling outside the grammar. */
+static void test_grammar(qw_model *m, qw_pool *pool) {
+    qw_err err;
+    qw_ctx *c = ctx_create(m, 8, N_CTX, 64, &err);
+    CHECK(c != NULL, "ctx_create: %s", err.msg);
+    if (!c) return;
+    const int32_t eos[2] = {1001, 1002};
+    int vocab = m->cfg.vocab;
+    qw_gvocab *v = gvocab_create_bytes(vocab, eos, 2);
+    qw_gvocab *v_noeos = gvocab_create_bytes(vocab, NULL, 0);
+    qw_gvocab *v_small = gvocab_create_bytes(257, eos, 2);
+    const char *text = "root ::= \"{\" [a-z]{1,8} \":\" ([0-9] | \"-\" [1-9]){1,3} (\",\" root)? \"}\"";
+    qw_grammar *g = NULL;
+    CHECK(grammar_compile_gbnf(&g, text, strlen(text), NULL, &err) == 0, "compile: %s", err.msg);
+    if (!g || !v || !v_noeos || !v_small) goto out;
+    enum { N = 6 };
+    static int32_t prompts[N][64];
+    qw_req_params ps[N];
+    for (int i = 0; i < N; i++) {
+        prompt_of(100 + i, 10 + i, prompts[i]);
+        ps[i] = (qw_req_params){.prompt = prompts[i], .n_prompt = 10 + i, .max_new = 120,
+                                .sampling = sampling_default()};
+        if (i % 3 != 2) {
+            ps[i].sampling.temperature = 1.5f;
+            ps[i].sampling.seed = 5 + (uint64_t)i;
+        }
+        if (i < 4) {
+            ps[i].grammar = g;
+            ps[i].gvocab = v;
+        }
+    }
+    ps[1].ignore_eos = 1; /* the grammar's EOS ends it all the same */
+    run alone[N], together[N], again[N], spec[N];
+    qw_sched *s = spec_sched(c, pool, 0, 0);
+    if (!s) goto out;
+    for (int i = 0; i < N; i++) run_batch(s, 1, 1, &ps[i], &alone[i]);
+    run_batch(s, 1, N, ps, together);
+    for (int i = 0; i < N; i++) run_batch(s, 1, 1, &ps[i], &again[i]);
+    /* bad pairings */
+    qw_req *r = NULL;
+    qw_req_params bad = ps[0];
+    bad.gvocab = NULL;
+    CHECK(sched_submit(s, &bad, &r, &err) == QW_SCHED_EINVAL, "grammar without vocabulary accepted");
+    bad.gvocab = v_small;
+    CHECK(sched_submit(s, &bad, &r, &err) == QW_SCHED_EINVAL && strstr(err.msg, "257"),
+          "vocabulary of the wrong size accepted: %s", err.msg);
+    /* dead end: complete, nothing else may follow, and no EOS in the vocabulary */
+    bad.gvocab = v_noeos;
+    if (sched_submit(s, &bad, &r, &err) == QW_SCHED_OK) {
+        drive(s, &r, 1, 1000);
+        qw_req_stats st = stats_of(r);
+        CHECK(st.failed && strstr(st.msg, "grammar") && st.n_gen > 0, "dead end: failed %d, %d tokens, '%s'",
+              st.failed, st.n_gen, st.msg);
+        sched_req_release(r);
+    }
+    sched_free(s);
+    s = spec_sched(c, pool, 6, 0);
+    if (!s) goto out;
+    run_batch(s, 1, N, ps, spec);
+    sched_free(s);
+    for (int i = 0; i < 4; i++) {
+        qw_gmatch *gm = gmatch_create(g, v);
+        char bytes[N_CTX];
+        int ok = gm != NULL, k;
+        for (k = 0; ok && k < alone[i].n; k++) {
+            ok = alone[i].toks[k] < 256;
+            bytes[k] = (char)alone[i].toks[k];
+        }
+        ok = ok && gmatch_accept_bytes(gm, bytes, (size_t)alone[i].n) && gmatch_is_complete(gm);
+        CHECK(ok && alone[i].finish == QW_FINISH_STOP, "request %d: output '%.*s' (%d tokens, finish %d) is not a complete sentence", i,
+              alone[i].n, bytes, alone[i].n, alone[i].finish);
+        gmatch_free(gm);
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK(same(&alone[i], &together[i]), "request %d: constrained output differs in a batch", i);
+        CHECK(same(&alone[i], &again[i]), "request %d: constrained output differs on a second run", i);
+        CHECK(same(&alone[i], &spec[i]), "request %d: output differs with speculative decoding on", i);
+    }
+    CHECK(!same(&alone[0], &alone[1]), "two seeds gave the same constrained output");
+out:
+    grammar_release(g);
+    gvocab_free(v);
+    gvocab_free(v_noeos);
+    gvocab_free(v_small);
     ctx_free(c);
 }
 
@@ -688,6 +1057,10 @@ int main(void) {
         test_limits_and_cancel(m, pool);
         test_threaded_cancel(m, pool);
         test_spec(m, pool);
+        test_prefix_bitwise(m, pool);
+        test_prefix_shared(m, pool);
+        test_prefix_eviction(m, pool);
+        test_grammar(m, pool);
         pool_free(pool);
     }
     model_free(m);

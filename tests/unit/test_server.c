@@ -299,7 +299,11 @@ static void test_parse_no_tokenizer(void) {
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"echo\":\"yes\"}", 400, "echo");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"n\":2,\"best_of\":3}", 400, "best_of");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"best_of\":3}", 400, "best_of");
-    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"suffix\":\"x\"}", 400, "suffix");
+    /* suffix = code infill: the prompt must be the code before, a string. */
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"suffix\":\"x\"}", 400, "prompt");
+    bad(API_COMPLETION, &lim, "{\"prompt\":\"x\",\"suffix\":3}", 400, "suffix");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"tools\":[{\"type\":\"function\"}]}", 400, "tools");
+    bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"tool_choice\":\"auto\"}", 400, "tool_choice");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"logit_bias\":{\"5\":1}}", 400, "logit_bias");
     bad(API_COMPLETION, &lim, "{\"prompt\":[1],\"response_format\":{\"type\":\"json_object\"}}", 400,
         "response_format");
@@ -335,7 +339,14 @@ static void test_parse_no_tokenizer(void) {
     bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400,
         "messages[0].content");
     bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}",
-        400, "tools");
+        400, "tools[0].function");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"suffix\":\"y\"}", 400, "suffix");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{}]}", 400,
+        "functions");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"assistant\",\"reasoning_content\":1}]}", 400,
+        "messages[0].reasoning_content");
+    bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":{"
+        "\"enable_thinking\":\"no\"}}", 400, "chat_template_kwargs.enable_thinking");
     bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", 400, "n");
     bad(API_CHAT, &lim, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", 400,
         "top_logprobs");
@@ -386,7 +397,7 @@ static void test_parse_chat(void) {
     const char *b = "{\"model\":\"whatever\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}";
     CHECK(api_parse(API_CHAT, b, strlen(b), &lim, &r, &e) == 0, "chat: %s", e.message);
     /* The same ids as chat_encode of the default system + user + gen prompt. */
-    qw_chat_msg m[1] = {{"user", "hi"}};
+    qw_chat_msg m[1] = {{.role = "user", .content = "hi"}};
     int32_t *ids;
     size_t n;
     chat_encode(tok, m, 1, 1, &ids, &n, &err);
@@ -397,7 +408,7 @@ static void test_parse_chat(void) {
     b = "{\"messages\":[{\"role\":\"developer\",\"content\":\"S\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\","
         "\"text\":\"h\"},{\"type\":\"text\",\"text\":\"i\"}]}]}";
     CHECK(api_parse(API_CHAT, b, strlen(b), &lim, &r, &e) == 0, "parts: %s", e.message);
-    qw_chat_msg m2[2] = {{"system", "S"}, {"user", "hi"}};
+    qw_chat_msg m2[2] = {{.role = "system", .content = "S"}, {.role = "user", .content = "hi"}};
     int32_t *ids2;
     size_t n2;
     chat_encode(tok, m2, 2, 1, &ids2, &n2, &err);
@@ -423,6 +434,56 @@ static void test_parse_chat(void) {
              "seventeen eighteen nineteen twenty twenty-one twenty-two twenty-three twenty-four twenty-five "
              "and again one two three four five six seven eight nine ten");
     bad(API_CHAT, &lim, big, 400, "messages");
+    /* Tools: the tools array goes to the template as sent; a forced call
+     * carries its grammar; a tool result and an assistant call render. */
+    lim.n_ctx = 4096;
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,"
+        "\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1.50}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"ok\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"a\":{\"type\":\"number\",\"default\":1.0}}}}}],\"tool_choice\":\"required\"}";
+    CHECK(api_parse(API_CHAT, b, strlen(b), &lim, &r, &e) == 0, "tools: %s", e.message);
+    CHECK(r.tools_mode == 2 && r.tools_parallel == 1 && r.grammar && strstr(r.grammar, "tc-call"), "forced: %s",
+          r.grammar ? r.grammar : "(none)");
+    char *text = NULL;
+    size_t tl;
+    tok_decode(tok, r.prompt, (size_t)r.n_prompt, 0, &text, &tl, &err);
+    CHECK(text && strstr(text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+                                "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\", \"default\": 1.0}}}}}\n</tools>") &&
+              strstr(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1.5}}\n</tool_call>"
+                           "<|im_end|>\n<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n"),
+          "tools prompt: %s", text);
+    free(text);
+    api_req_free(&r);
+    /* A model whose template qwenc does not render: 400, and raw still works. */
+    tok_set_chat_family(tok, CHAT_UNKNOWN);
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    CHECK(api_parse(API_CHAT, b, strlen(b), &lim, &r, &e) == -1 && e.status == 400 &&
+              !strcmp(e.code, "unsupported_chat_template") && strstr(e.message, "not one qwenc knows"),
+          "unknown template: %d %s", e.status, e.message);
+    b = "{\"prompt\":\"hi\",\"raw\":true}";
+    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r, &e) == 0, "raw with an unknown template: %s", e.message);
+    api_req_free(&r);
+    tok_set_chat_family(tok, CHAT_QWEN25);
+    /* Infill: /infill and suffix give the same FIM prompt. */
+    b = "{\"input_prefix\":\"def f(x):\\n    \",\"input_suffix\":\"\\n    return y\",\"n_predict\":7}";
+    api_req r2;
+    CHECK(api_parse(API_INFILL, b, strlen(b), &lim, &r, &e) == 0 && r.max_tokens == 7, "infill: %s", e.message);
+    int has_sep = 0;
+    for (int k = 0; k < r.n_stop_ids; k++) has_sep |= r.stop_ids[k] == tok_token_id(tok, "<|file_sep|>");
+    CHECK(r.n_stop_ids == 8 && has_sep, "infill ends at the FIM tokens: %d ids", r.n_stop_ids);
+    b = "{\"prompt\":\"def f(x):\\n    \",\"suffix\":\"\\n    return y\"}";
+    CHECK(api_parse(API_COMPLETION, b, strlen(b), &lim, &r2, &e) == 0 && r2.n_stop_ids == 8, "suffix: %s", e.message);
+    CHECK(r.n_prompt == r2.n_prompt && !memcmp(r.prompt, r2.prompt, (size_t)r.n_prompt * sizeof *r.prompt) &&
+              r.prompt[0] == tok_token_id(tok, "<|fim_prefix|>"),
+          "infill == suffix prompt");
+    api_req_free(&r);
+    api_req_free(&r2);
+    b = "{\"input_prefix\":\"x\"}";
+    CHECK(api_parse(API_INFILL, b, strlen(b), &lim, &r, &e) == 0 && r.max_tokens == API_INFILL_DEFAULT, "infill default");
+    api_req_free(&r);
+    bad(API_INFILL, &lim, "{\"input_prefix\":\"x\",\"stream\":true}", 400, "stream");
+    bad(API_INFILL, &lim, "{\"input_extra\":[{\"text\":2}]}", 400, "input_extra[0].text");
     free(ids);
     tok_free(tok);
 }

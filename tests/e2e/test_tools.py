@@ -1,0 +1,287 @@
+"""Function calling and code infill over HTTP.
+
+Tiny random model: tool_choice "required" / a named function force a call
+with the grammar engine, so the official openai client's tool-calling flow
+runs end to end (call -> tool result -> answer) and every call's arguments
+validate against the function's parameters (jsonschema). The prompt of a
+conversation with tools is checked token for token against the C renderer's
+corpus elsewhere (tests/tokenizer/test_chat_tools.c); here prompt_tokens
+proves the same template is used by the server. Infill: /infill and
+/v1/completions' suffix build exactly Qwen2.5-Coder's FIM prompt (its token
+count equals /tokenize of the FIM text). The real Coder files (when present):
+an unforced call to get_weather, and a function body filled in.
+"""
+import json
+import os
+
+import jsonschema
+import openai
+import pytest
+
+from helpers import SSE, ok_json, post  # noqa: F401
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a given city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+CALC = {"type": "function", "function": {
+    "name": "calc", "description": "Evaluate an expression",
+    "parameters": {"type": "object", "properties": {"expr": {"type": "string"}, "digits": {"type": "integer"}},
+                   "required": ["expr", "digits"]}}}
+# For the random tiny model: every value bounded (enums, integers,
+# booleans), so a forced call ends within max_tokens whatever it samples.
+WEATHER_T = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a given city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"enum": ["Paris", "Tokyo", "São Paulo"]}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+CALC_T = {"type": "function", "function": {
+    "name": "calc", "description": "Add two integers",
+    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                                                    "exact": {"type": "boolean"}},
+                   "required": ["a", "b"]}}}
+TOOLS = [WEATHER_T, CALC_T]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+SCHEMAS_REAL = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, CALC)}
+
+
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="dummy", max_retries=0, timeout=120)
+
+
+def check_calls(calls, names=None, schemas=SCHEMAS):
+    assert calls, "no tool_calls"
+    ids = set()
+    for c in calls:
+        assert c.type == "function" and c.id.startswith("call_") and c.id not in ids, c
+        ids.add(c.id)
+        assert c.function.name in (names or schemas), c
+        jsonschema.validate(json.loads(c.function.arguments), schemas[c.function.name])
+
+
+def tokenize(server, text):
+    return ok_json(post(server, "/tokenize", {"content": text}))["tokens"]
+
+
+# ---------------------------------------------------------------------------
+# tiny model, forced calls
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_openai_tool_flow_required(server, seed):
+    cl = client(server)
+    msgs = [{"role": "user", "content": "What's the weather in Paris?"}]
+    r = cl.chat.completions.create(model="m", messages=msgs, tools=TOOLS, tool_choice="required",
+                                   max_tokens=200, seed=seed, temperature=1.0)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", ch
+    check_calls(ch.message.tool_calls)
+    # The flow: the call and its result go back; the model answers in text.
+    msgs.append(ch.message.model_dump(exclude_none=True))
+    for c in ch.message.tool_calls:
+        msgs.append({"role": "tool", "tool_call_id": c.id, "content": json.dumps({"ok": True, "t": 21.5})})
+    r2 = cl.chat.completions.create(model="m", messages=msgs, tools=TOOLS, max_tokens=8)
+    assert r2.choices[0].finish_reason in ("stop", "length", "tool_calls"), r2
+    assert r2.usage.prompt_tokens > r.usage.prompt_tokens
+
+
+def test_named_function_and_parallel_false(server):
+    cl = client(server)
+    for seed in range(4):
+        r = cl.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "2+2?"}], tools=TOOLS, seed=seed, temperature=1.0,
+            tool_choice={"type": "function", "function": {"name": "calc"}}, max_tokens=200)
+        calls = r.choices[0].message.tool_calls
+        check_calls(calls, names=["calc"])
+        assert len(calls) == 1, calls
+        r = cl.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], tools=TOOLS, seed=seed, temperature=1.0,
+            tool_choice="required", parallel_tool_calls=False, max_tokens=300)
+        assert len(r.choices[0].message.tool_calls) == 1, r
+
+
+def test_stream_tool_calls_equal_non_stream(server):
+    cl = client(server)
+    kw = dict(model="m", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS,
+              tool_choice="required", max_tokens=200, seed=7, temperature=1.0)
+    whole = cl.chat.completions.create(**kw).choices[0]
+    calls, finish = {}, None
+    for chunk in cl.chat.completions.create(stream=True, **kw):
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        for tc in d.tool_calls or []:
+            c = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+            c["id"] = tc.id or c["id"]
+            if tc.function:
+                c["name"] += tc.function.name or ""
+                c["arguments"] += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls"
+    got = [(calls[i]["name"], calls[i]["arguments"]) for i in sorted(calls)]
+    want = [(c.function.name, c.function.arguments) for c in whole.message.tool_calls]
+    assert got == want
+
+
+def test_tool_choice_none_and_auto_answer(server):
+    cl = client(server)
+    for choice in ("none", "auto"):
+        r = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=TOOLS,
+                                       tool_choice=choice, max_tokens=6)
+        ch = r.choices[0]
+        if choice == "none":
+            assert ch.message.tool_calls is None and ch.finish_reason in ("stop", "length")
+        assert isinstance(ch.message.content, (str, type(None)))
+    # "none" leaves the tools out of the prompt: the same prompt as without tools.
+    a = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+    b = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=TOOLS,
+                                   tool_choice="none", max_tokens=1)
+    c = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=TOOLS,
+                                   max_tokens=1)
+    assert a.usage.prompt_tokens == b.usage.prompt_tokens < c.usage.prompt_tokens
+
+
+def test_tool_errors_name_the_field(server):
+    cases = [
+        ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name"),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+         "tool_choice.function.name"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"functions": [{"name": "f"}]}, "functions"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "patternProperties": {"a": {}}}}}], "tool_choice": "required"},
+         "tools[0].function.parameters"),
+    ]
+    for extra, param in cases:
+        body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, **extra}
+        r = post(server, "/v1/chat/completions", body)
+        assert r.status_code == 400, (extra, r.text)
+        assert r.json()["error"]["param"] == param, r.json()
+    body = {"messages": [{"role": "user", "content": "x"},
+                         {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {
+                             "name": "calc", "arguments": "{not json"}}]}], "max_tokens": 2}
+    r = post(server, "/v1/chat/completions", body)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages[1].tool_calls[0]", r.text
+
+
+# ---------------------------------------------------------------------------
+# infill
+
+FIM_PREFIX = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    "
+FIM_SUFFIX = "\n    return a\n"
+
+
+def test_infill_prompt_is_qwen_fim(server):
+    fim = f"<|fim_prefix|>{FIM_PREFIX}<|fim_suffix|>{FIM_SUFFIX}<|fim_middle|>"
+    want = len(tokenize(server, fim))
+    r = ok_json(post(server, "/infill", {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX, "n_predict": 4}))
+    assert r["tokens_evaluated"] == want, r
+    assert isinstance(r["content"], str)
+    r = ok_json(post(server, "/v1/completions", {"prompt": FIM_PREFIX, "suffix": FIM_SUFFIX, "max_tokens": 4}))
+    assert r["usage"]["prompt_tokens"] == want, r
+    # Repository context and the typed prompt, llama-server's defaults.
+    extra = [{"filename": "util.py", "text": "def add(a, b):\n    return a + b\n"}]
+    repo = ("<|repo_name|>myproject\n<|file_sep|>util.py\ndef add(a, b):\n    return a + b\n"
+            f"<|file_sep|>filename\n<|fim_prefix|>{FIM_PREFIX}x = <|fim_suffix|>{FIM_SUFFIX}<|fim_middle|>")
+    r = ok_json(post(server, "/infill", {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX,
+                                         "input_extra": extra, "prompt": "x = ", "n_predict": 2}))
+    assert r["tokens_evaluated"] == len(tokenize(server, repo)), r
+
+
+def test_infill_errors(server):
+    for body, param in [({"input_prefix": 3}, "input_prefix"), ({"input_extra": {}}, "input_extra"),
+                        ({"input_extra": [{"filename": 1}]}, "input_extra[0].filename")]:
+        r = post(server, "/infill", body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    r = post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "suffix": "y"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "suffix", r.text
+
+
+# ---------------------------------------------------------------------------
+# real Coder files
+
+REAL = os.environ.get("QWENC_REAL_MODEL") or "/root/.cache/qwenc/real/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+
+
+@pytest.fixture(scope="module")
+def real_server():
+    if not os.path.isfile(REAL):
+        pytest.skip(f"real model not present: {REAL}")
+    from conftest import start_http, stop_checked
+    s = start_http(REAL, "--parallel", "2")
+    yield s
+    stop_checked(s)
+
+
+def test_real_unforced_tool_call(real_server):
+    cl = client(real_server)
+    r = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": "What's the weather like in Paris today?"}],
+                                   tools=[WEATHER], max_tokens=60, temperature=0)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", ch
+    check_calls(ch.message.tool_calls, names=["get_weather"], schemas=SCHEMAS_REAL)
+    assert json.loads(ch.message.tool_calls[0].function.arguments)["city"] == "Paris"
+
+
+def test_real_infill_function_body(real_server):
+    r = ok_json(post(real_server, "/infill", {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX,
+                                              "n_predict": 40, "temperature": 0}))
+    body = r["content"]
+    assert "a, b = b, a + b" in body or "a, b = a + b, a" in body, body
+
+
+def test_real_flow_forced_then_answer(real_server):
+    """The whole openai tool-calling flow on the real file: a forced call in
+    Qwen's <tool_call> form, its result, then the answer in text."""
+    cl = client(real_server)
+    msgs = [{"role": "user", "content": "What's the weather like in Tokyo?"}]
+    r = cl.chat.completions.create(model="m", messages=msgs, tools=[WEATHER, CALC], tool_choice="required",
+                                   max_tokens=80, temperature=0)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", ch
+    check_calls(ch.message.tool_calls, schemas=SCHEMAS_REAL)
+    call = ch.message.tool_calls[0]
+    assert call.function.name == "get_weather" and "Tokyo" in call.function.arguments, call
+    msgs.append(ch.message.model_dump(exclude_none=True))
+    msgs.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature_c": 17, "sky": "rain"})})
+    r2 = cl.chat.completions.create(model="m", messages=msgs, tools=[WEATHER, CALC], max_tokens=60, temperature=0)
+    ch2 = r2.choices[0]
+    assert ch2.finish_reason == "stop" and ch2.message.content and not ch2.message.tool_calls, ch2
+    assert "17" in ch2.message.content, ch2.message.content
+
+
+# ---------------------------------------------------------------------------
+# stop_token_ids (the mechanism that ends an infill at <|file_sep|> & co.)
+
+
+def test_stop_token_ids(server, model_dir):
+    from conftest import QWENC, run
+    prompt = [9707, 11, 1879, 0, 220]
+    r = run([QWENC, model_dir, " ".join(map(str, prompt)), "8"])
+    assert r.returncode == 0, r.stderr
+    ids = [int(x) for x in r.stdout.split()]
+    base = ok_json(post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 8}))
+    assert base["usage"]["completion_tokens"] == 8
+    k = next(i for i in range(1, 8) if ids[i] not in ids[:i])  # a token that first comes at k
+    j = ok_json(post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 8, "stop_token_ids": [ids[k]]}))
+    assert j["usage"]["completion_tokens"] == k and j["choices"][0]["finish_reason"] == "stop", (j, ids, k)
+    want = ok_json(post(server, "/detokenize", {"tokens": ids[:k]}))["content"]
+    assert j["choices"][0]["text"] == want, (j, want)
+    for bad in ("x", [-1], [10 ** 9], list(range(17))):
+        r = post(server, "/v1/completions", {"prompt": prompt, "max_tokens": 2, "stop_token_ids": bad})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "stop_token_ids", r.text
+
+
+def test_forced_calls_for_every_choice(server):
+    cl = client(server)
+    r = cl.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], tools=TOOLS, n=3,
+                                   tool_choice="required", parallel_tool_calls=False, max_tokens=200, seed=5,
+                                   temperature=1.0)
+    assert len(r.choices) == 3
+    ids = set()
+    for ch in r.choices:
+        assert ch.finish_reason == "tool_calls", ch
+        check_calls(ch.message.tool_calls)
+        ids.update(c.id for c in ch.message.tool_calls)
+    assert len(ids) == 3, ids
