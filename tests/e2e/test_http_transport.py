@@ -266,7 +266,7 @@ def test_drain_on_sigterm(model_dir):
     s = start_http(model_dir, "--drain", "30", "--parallel", "1")
     sess = requests.Session()
     assert sess.get(s.url + "/health", timeout=5).status_code == 200   # keep-alive connection open
-    body = {"messages": [{"role": "user", "content": "a long one"}], "max_tokens": 300, "ignore_eos": True}
+    body = {"messages": [{"role": "user", "content": "a long one"}], "max_tokens": 3000, "ignore_eos": True}
     res = {}
 
     def run():
