@@ -8,7 +8,7 @@
 # (in any folder) get only their own ISA flags (never -march=native on shared
 # code: the binary picks its kernels at run time).
 #
-# Targets: all (./qwenc), test, test-real, asan, tsan, bench, clean, format.
+# Targets: all (./qwenc), test, test-real, asan, tsan, fuzz, bench, clean, format.
 
 CC       ?= cc
 PKG      ?= pkg-config
@@ -21,7 +21,7 @@ CFLAGS_BASE = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_DARWIN_C_S
               $(WERROR) $(OPT) -g -pthread -Isrc $(SAN)
 
 # Libraries, found with pkg-config (Debian and Homebrew both ship .pc files).
-PKGS     = libcjson libpcre2-8 libutf8proc libmicrohttpd libcurl libedit
+PKGS     = libcjson jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libedit
 PKG_CFLAGS := $(shell $(PKG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG) --libs $(PKGS) 2>/dev/null)
 CFLAGS  += $(CFLAGS_BASE) $(PKG_CFLAGS)
@@ -38,6 +38,11 @@ ifneq (,$(findstring x86_64,$(ARCH)))
   FLAGS_AVX512BF16 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
   FLAGS_AVXVNNI    = -mavx2 -mfma -mf16c -mavxvnni
 endif
+
+# The fuzz build leaves the SIMD kernel files uninstrumented (KERNELS_PLAIN=1):
+# no harness reaches them, and clang needs many minutes per file to add
+# ASan to them. Every other build instruments everything.
+KCFLAGS   = $(if $(KERNELS_PLAIN),$(filter-out -fsanitize=%,$(CFLAGS)),$(CFLAGS))
 
 # src/kernels/ keeps its op families in subfolders (src/kernels/matmul/ ...).
 LIB_SRC  := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c src/kernels/*/*.c)))
@@ -83,23 +88,23 @@ $(BUILD)/gen/%.o: $(BUILD)/gen/%.c
 
 $(BUILD)/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FLAGS_AVX2) -MMD -MP -c $< -o $@
+	$(CC) $(KCFLAGS) $(FLAGS_AVX2) -MMD -MP -c $< -o $@
 
 $(BUILD)/%_avx512vnni.o: %_avx512vnni.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FLAGS_AVX512VNNI) -MMD -MP -c $< -o $@
+	$(CC) $(KCFLAGS) $(FLAGS_AVX512VNNI) -MMD -MP -c $< -o $@
 
 $(BUILD)/%_avx512bf16.o: %_avx512bf16.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FLAGS_AVX512BF16) -MMD -MP -c $< -o $@
+	$(CC) $(KCFLAGS) $(FLAGS_AVX512BF16) -MMD -MP -c $< -o $@
 
 $(BUILD)/%_avxvnni.o: %_avxvnni.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FLAGS_AVXVNNI) -MMD -MP -c $< -o $@
+	$(CC) $(KCFLAGS) $(FLAGS_AVXVNNI) -MMD -MP -c $< -o $@
 
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FLAGS_AVX512) -MMD -MP -c $< -o $@
+	$(CC) $(KCFLAGS) $(FLAGS_AVX512) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -134,7 +139,7 @@ asan:
 
 # The tests of the threaded code (scheduler, thread pool) under
 # ThreadSanitizer: any data race fails them. TSAN_TESTS may name others.
-TSAN_TESTS ?= unit/test_sched unit/test_pool unit/test_request
+TSAN_TESTS ?= unit/test_sched unit/test_pool unit/test_gate unit/test_request
 tsan:
 	$(MAKE) BUILD=build-tsan OPT=-O1 SAN="-fsanitize=thread -fno-omit-frame-pointer" \
 	  $(TSAN_TESTS:%=build-tsan/tests/%)
@@ -144,6 +149,29 @@ tsan:
 	    { echo "FAIL  tsan $$t (log: $$log)"; tail -n 30 $$log; exit 1; }; \
 	  echo "ok    tsan $$t: $$(tail -n 1 $$log)"; \
 	done
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c), built with clang under
+# ASan+UBSan into build-fuzz/. `make fuzz` builds them and runs each for
+# FUZZ_SECONDS on its committed seed corpus (tests/fuzz/corpus/NAME); any
+# crash, leak or failed property fails it, and the input is kept in
+# build-fuzz/crashes/. New inputs go to build-fuzz/corpus/NAME, never into
+# the committed seeds.
+FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/fuzz/%)
+FUZZ_SECONDS ?= 20
+FUZZ_CC      ?= clang
+FUZZ_SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+.PHONY: fuzz fuzz-build
+fuzz-build:
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) OPT=-O1 KERNELS_PLAIN=1 SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ_BIN)
+
+build-fuzz/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_common.h $(BUILD)/libqwenc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -Itests/fuzz -o $@ $< $(BUILD)/libqwenc.a $(LDLIBS)
+
+fuzz: fuzz-build
+	@tests/fixtures/tokenizer/prepare.sh build/fixtures/tokenizer >/dev/null
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tools/fuzz.sh $(FUZZ_SRC:tests/fuzz/%.c=%)
 
 bench: qwenc
 	tools/bench.sh
@@ -164,6 +192,6 @@ format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(wildcard src/*/*.h src/kernels/*/*.h) $(TEST_SRC)
 
 clean:
-	rm -rf build build-asan build-tsan build-arm64 qwenc
+	rm -rf build build-asan build-tsan build-arm64 build-fuzz qwenc
 
 -include $(DEPS)

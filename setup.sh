@@ -55,9 +55,9 @@ t_start=$(date +%s)
 
 # ---------------------------------------------------------------------------
 say "1/5 build dependencies"
-PC_LIBS="libcjson libpcre2-8 libutf8proc libmicrohttpd libcurl libedit"
-APT_PKGS="build-essential pkg-config xz-utils libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libedit-dev"
-BREW_PKGS="pkg-config xz cjson pcre2 utf8proc libmicrohttpd curl libedit"
+PC_LIBS="libcjson jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libedit"
+APT_PKGS="build-essential pkg-config xz-utils libcjson-dev libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libedit-dev"
+BREW_PKGS="pkg-config xz cjson jansson pcre2 utf8proc libmicrohttpd curl libedit"
 
 missing_deps() {
   local m=""

@@ -83,6 +83,9 @@ typedef struct qw_opts {
     const char *cors;         /* --cors ORIGIN */
     int no_webui;             /* --no-webui: no web chat page at / */
     long max_body;            /* --max-body BYTES (default 1 MiB) */
+    int max_conns;            /* --max-conns N open connections (HTTP and socket; default 1024) */
+    double header_timeout;    /* --header-timeout S: request head (socket: line) deadline (default 10) */
+    double drain_s;           /* --drain S: on SIGTERM finish running requests for up to S (default 3) */
     const char *alias;        /* --alias NAME: the model id served (/v1/models, "model") */
     int any_model;            /* --any-model: accept requests naming any model */
     int server;               /* --server given */
@@ -171,6 +174,9 @@ int cli_quantize(const qw_opts *o, struct qw_model *m);
  * server modes can sigwait() for them; ignore SIGPIPE. Call before any
  * thread starts. */
 void cli_block_stop_signals(sigset_t *set);
+
+/* Server modes: cap glibc's malloc arenas (see common.c for the numbers). */
+void cli_server_malloc_limits(void);
 
 /* Wait for one of the signals blocked by cli_block_stop_signals(), say on
  * stderr that the server is shutting down, and return the signal. */

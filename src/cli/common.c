@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "base/log.h"
 #include "cli/cli.h"
@@ -65,6 +68,20 @@ int cli_parse_ids(const char *what, const char *s, int allow_empty, int32_t **ou
     *out = ids;
     *n_out = n;
     return 0;
+}
+
+void cli_server_malloc_limits(void) {
+#if defined(__GLIBC__) && defined(M_ARENA_MAX)
+    /* glibc gives threads their own malloc arenas (up to 8 per core). A
+     * server starts a thread per connection, and memory freed in one arena
+     * is not reused by the next thread's: tools/soak.py (10,000 mixed
+     * requests, 16 clients) measured RSS +7.5% after warm-up with the
+     * default, +3.4% (old server) and +4.7% (with the gate) with two
+     * arenas, +1.7% and 20 MB less with one. The engine's hot path does not
+     * allocate, so one arena costs it nothing; request threads only parse
+     * and print JSON. MALLOC_ARENA_MAX in the environment still wins. */
+    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, 1);
+#endif
 }
 
 void cli_block_stop_signals(sigset_t *set) {

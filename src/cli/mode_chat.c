@@ -342,6 +342,10 @@ int mode_chat(const qw_opts *o) {
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     c.ctx = c.pool ? ctx_create(m, 1, c.n_ctx, CHAT_BATCH, &err) : NULL;
     if (c.ctx) ctx_set_precision(c.ctx, (qw_precision)o->precision);
+    if (c.ctx && ctx_check_finite(c.ctx, c.pool, &err)) {
+        fprintf(stderr, "qwenc chat: %s\n", err.msg);
+        goto out;
+    }
     c.cache = malloc((size_t)c.n_ctx * sizeof *c.cache);
     c.gen = malloc((size_t)c.max_new * sizeof *c.gen);
     c.stream = tok_stream_new(c.tok, 1);

@@ -18,7 +18,6 @@
 #include "server/engine.h"
 #include "server/http.h"
 
-#define GRACE_S 3.0
 
 /* The model id clients see: --alias, else the repo id when MODEL named a
  * model in the Hugging Face cache (its folder is a commit hash), else NULL
@@ -35,6 +34,7 @@ int mode_http(const qw_opts *o) {
      * starts so that every thread inherits the mask. */
     sigset_t set;
     cli_block_stop_signals(&set);
+    cli_server_malloc_limits();
 
     char *dir = cli_model_dir(o->model);
     if (!dir) return 1;
@@ -46,6 +46,8 @@ int mode_http(const qw_opts *o) {
         .cors = o->cors,
         .max_body = o->max_body,
         .no_webui = o->no_webui,
+        .max_conns = o->max_conns,
+        .header_timeout = o->header_timeout,
     };
     qw_http *h = http_start(&hc, &err);
     if (!h) {
@@ -87,7 +89,7 @@ int mode_http(const qw_opts *o) {
 
     cli_wait_stop_signal(&set);
     http_quiesce(h);
-    sched_stop(e.sched, GRACE_S);
+    sched_stop(e.sched, o->drain_s); /* --drain: running requests finish within this */
     http_stop(h);
     engine_close(&e, 0);
     free(dir);

@@ -16,6 +16,7 @@
 int mode_socket(const qw_opts *o) {
     sigset_t set;
     cli_block_stop_signals(&set);
+    cli_server_malloc_limits();
 
     char *dir = cli_model_dir(o->model);
     if (!dir) return 1;
@@ -51,6 +52,7 @@ int mode_socket(const qw_opts *o) {
         free(dir);
         return 1;
     }
+    sockserv_set_limits(s, o->max_conns, o->header_timeout);
     cli_info("qwenc: listening on unix:%s\n", o->socket_path);
     fflush(stderr);
     cli_wait_stop_signal(&set);

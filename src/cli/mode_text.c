@@ -299,6 +299,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
     }
     ctx = ctx_create(m, 1, n_ctx, TEXT_BATCH, &err);
     if (!ctx) goto fail_err;
+    if (ctx_check_finite(ctx, pool, &err)) goto fail_err;
     ctx_set_precision(ctx, (qw_precision)o->precision);
     so.st = tok_stream_new(tok, 1);
     if (!so.st) {

@@ -19,6 +19,9 @@ void opts_defaults(qw_opts *o) {
     o->queue = 64;
     o->cache_mb = -1;
     o->max_body = 1L << 20;
+    o->max_conns = 1024;
+    o->header_timeout = 10;
+    o->drain_s = 3;
     o->spec = 1;
     o->spec_k = QW_SPEC_K_DEFAULT;
 }
@@ -61,13 +64,20 @@ void usage(FILE *f) {
         "  qwenc MODEL --http PORT [--host ADDR] [--parallel N] [--queue N]\n"
         "              [--cache-ram MB] [--api-key KEY] [--cors ORIGIN] [--max-body BYTES]\n"
         "              [--alias NAME] [--any-model] [--no-webui]\n"
+        "              [--max-conns N] [--header-timeout S] [--drain S]\n"
         "                                      HTTP server (seed API + OpenAI API + Ollama API)\n"
         "                                      and a web chat at / (--no-webui: none); --port PORT\n"
         "                                      too; the model is served as NAME (default: the repo\n"
         "                                      id, the GGUF's general.name or the folder name) and\n"
         "                                      requests naming another model get 404 unless\n"
         "                                      --any-model\n"
-        "  qwenc MODEL --server PATH           Unix socket server (JSON lines)\n"
+        "                                      --max-conns: open connections at most (1024);\n"
+        "                                      --header-timeout: seconds for a request head\n"
+        "                                      (10; a body gets 6x that); --drain: on SIGTERM stop accepting,\n"
+        "                                      /health 503, finish running requests for up\n"
+        "                                      to S seconds (3)\n"
+        "  qwenc MODEL --server PATH           Unix socket server (JSON lines; --max-conns,\n"
+        "                                      --header-timeout: seconds for a line)\n"
         "  qwenc MODEL --server                stdin server (\"ids|max_tokens\" lines)\n"
         "Options go anywhere; -m/--model MODEL may replace the leading MODEL. One mode at a time:\n"
         "two (say --prompt and --http) are an error; an option the mode does not use is warned\n"
@@ -366,6 +376,20 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
         else if (!strcmp(a, "--any-model")) { o->any_model = 1; }
         else if (!strcmp(a, "--max-body")) {
             NEED_ARG; if (parse_long(a, v, 1024, 1L << 30, &l)) return -1; o->max_body = l;
+        }
+        else if (!strcmp(a, "--max-conns")) {
+            NEED_ARG; if (parse_long(a, v, 1, 1 << 20, &l)) return -1; o->max_conns = (int)l;
+        }
+        else if (!strcmp(a, "--header-timeout") || !strcmp(a, "--drain")) {
+            NEED_ARG;
+            char *end;
+            double d = strtod(v, &end);
+            if (end == v || *end || !(d > 0 && d <= 86400)) {
+                fprintf(stderr, "qwenc: %s: '%s' is not a number of seconds in (0, 86400]\n", a, v);
+                return -1;
+            }
+            if (a[2] == 'h') o->header_timeout = d;
+            else o->drain_s = d;
         }
         else if (!strcmp(a, "--server")) {
             o->server = 1;

@@ -1,6 +1,8 @@
 /* mapfile.c - see mapfile.h. */
 #include "format/mapfile.h"
 
+#include "base/regfile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -13,17 +15,14 @@ int mapfile_open(qw_mapfile *m, const char *path, qw_err *err) { return mapfile_
 
 int mapfile_open_ex(qw_mapfile *m, const char *path, int willneed, qw_err *err) {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return qw_errf(err, "mapfile: %s: cannot open: %s", path, strerror(errno));
+    const char *why = NULL;
+    int fd = regfile_open(path, &why); /* a FIFO must not block the open */
+    if (fd < 0) return qw_errf(err, "mapfile: %s: cannot open: %s", path, why);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
         return qw_errf(err, "mapfile: %s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return qw_errf(err, "mapfile: %s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
         close(fd);

@@ -1,6 +1,8 @@
 /* safetensors.c - see safetensors.h. */
 #include "format/safetensors.h"
 
+#include "base/regfile.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -242,9 +244,10 @@ int st_open(st_set *s, const char *path, qw_err *err) {
 }
 
 static char *read_small_file(const char *path, size_t max, size_t *len, qw_err *err) {
-    FILE *fp = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *fp = regfile_fopen(path, &why);
     if (!fp) {
-        qw_errf(err, "%s: cannot open: %s", path, strerror(errno));
+        qw_errf(err, "%s: cannot open: %s", path, why);
         return NULL;
     }
     char *b = malloc(max + 1);

@@ -674,3 +674,21 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
     c->b = NULL;
     return 0;
 }
+
+int ctx_check_finite(qw_ctx *c, qw_pool *pool, qw_err *err) {
+    /* One token at position 0 of slot 0: whatever a real request puts there
+     * later overwrites it, so the check leaves no state behind. */
+    int vocab = c->m->cfg.vocab;
+    int32_t tok = c->m->cfg.bos_id >= 0 && c->m->cfg.bos_id < vocab ? c->m->cfg.bos_id : 0, pos = 0, slot = 0;
+    qw_batch b = {.n = 1, .tokens = &tok, .pos = &pos, .slot = &slot, .want_logits = NULL};
+    if (forward(c, &b, pool, err)) return qw_err_prefix(err, "load-time check");
+    const float *lg = ctx_logits(c, 0);
+    int bad = 0;
+    for (int v = 0; v < vocab; v++) bad += !isfinite(lg[v]);
+    if (bad)
+        return qw_errf(err,
+                       "model %s: a one-token forward pass gives %d NaN/Inf logits of %d: the weights (or "
+                       "their conversion) are broken, and sampling would pick token 0 forever",
+                       c->m->name ? c->m->name : "(unnamed)", bad, vocab);
+    return 0;
+}

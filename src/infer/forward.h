@@ -83,4 +83,9 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err);
  * vocab floats. Valid until the next forward(). */
 float *ctx_logits(qw_ctx *c, int r);
 
+/* The load-time sanity check: one forward pass of one token (BOS, else 0) on
+ * slot 0; -1 with a message naming the model when any logit is NaN or Inf
+ * (broken weights would otherwise sample token 0 forever, silently). */
+int ctx_check_finite(qw_ctx *c, qw_pool *pool, qw_err *err);
+
 #endif

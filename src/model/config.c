@@ -14,16 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/regfile.h"
 #include "model/model.h"
 
 #define MAX_JSON (16u << 20)
 
 static char *slurp(const char *path, size_t *len, int *missing, qw_err *err) {
     *missing = 0;
-    FILE *fp = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *fp = regfile_fopen(path, &why);
     if (!fp) {
         *missing = errno == ENOENT;
-        qw_errf(err, "config: %s: cannot open: %s", path, strerror(errno));
+        qw_errf(err, "config: %s: cannot open: %s", path, why);
         return NULL;
     }
     char *b = malloc(MAX_JSON + 1);
@@ -45,12 +47,8 @@ static char *slurp(const char *path, size_t *len, int *missing, qw_err *err) {
     return b;
 }
 
-static cJSON *load_json(const char *path, int *missing, qw_err *err) {
-    size_t len;
-    char *txt = slurp(path, &len, missing, err);
-    if (!txt) return NULL;
+static cJSON *parse_json(const char *txt, size_t len, const char *path, qw_err *err) {
     cJSON *j = cJSON_ParseWithLength(txt, len);
-    free(txt);
     if (!j) {
         qw_errf(err, "config: %s: not valid JSON", path);
         return NULL;
@@ -60,6 +58,15 @@ static cJSON *load_json(const char *path, int *missing, qw_err *err) {
         qw_errf(err, "config: %s: not a JSON object", path);
         return NULL;
     }
+    return j;
+}
+
+static cJSON *load_json(const char *path, int *missing, qw_err *err) {
+    size_t len;
+    char *txt = slurp(path, &len, missing, err);
+    if (!txt) return NULL;
+    cJSON *j = parse_json(txt, len, path, err);
+    free(txt);
     return j;
 }
 
@@ -222,6 +229,15 @@ static int parse_generation(qw_config *c, const cJSON *j, const char *path, qw_e
     if (have_ds < 0) return -1;
     if (!ds) c->gen_temperature = 0.0f;
     return 0;
+}
+
+int config_parse(qw_config *cfg, const char *json, size_t len, int generation, const char *label, qw_err *err) {
+    if (!generation) memset(cfg, 0, sizeof *cfg);
+    cJSON *j = parse_json(json, len, label, err);
+    if (!j) return -1;
+    int rc = generation ? parse_generation(cfg, j, label, err) : parse_config(cfg, j, label, err);
+    cJSON_Delete(j);
+    return rc ? -1 : 0;
 }
 
 int config_load(qw_config *cfg, const char *dir, qw_err *err) {

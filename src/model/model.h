@@ -95,6 +95,11 @@ typedef struct qw_model {
 /* Load config.json (+ generation_config.json) only. */
 int config_load(qw_config *cfg, const char *dir, qw_err *err);
 
+/* The same from text in memory (the fuzz harness's entry): generation 0
+ * parses config.json text into a cleared cfg, 1 generation_config.json text
+ * on top of it. label names the text in messages. */
+int config_parse(qw_config *cfg, const char *json, size_t len, int generation, const char *label, qw_err *err);
+
 /* Load MODEL (a folder or a .gguf file, see above). Returns 0 and *out, or
  * -1 with a message naming the file and the tensor or field at fault. */
 int model_load(qw_model **out, const char *path, qw_err *err);

@@ -3,6 +3,7 @@
 #include "server/api.h"
 
 #include "server/infill.h"
+#include "server/jsonstrict.h"
 #include "server/tools.h"
 
 #include <cjson/cJSON.h>
@@ -594,8 +595,8 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->sampling = lim->sampling;
-    const char *end = NULL;
-    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (json_strict_check(body, len, e)) return -1;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
     if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
     int rc = -1;
     if (!cJSON_IsObject(o)) {
@@ -788,6 +789,7 @@ int api_parse_socket(const char *line, size_t len, const api_limits *lim, api_re
     r->n = 1;
     r->sampling = lim->sampling;
     if (!api_utf8_valid(line, len)) return api_fail(e, 400, "invalid_utf8", NULL, "the request is not valid UTF-8");
+    if (json_strict_check(line, len, e)) return -1;
     cJSON *o = cJSON_ParseWithLength(line, len);
     if (!o)
         return api_fail(e, 400, "invalid_json", NULL,
@@ -861,6 +863,7 @@ int api_parse_stdin(const char *line, size_t len, const api_limits *lim, api_req
 
 int api_parse_tokenize(const char *body, size_t len, char **text, size_t *text_len, api_error *e) {
     *text = NULL;
+    if (json_strict_check(body, len, e)) return -1;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
     if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
     int rc = -1;
@@ -901,6 +904,7 @@ out:
 int api_parse_detokenize(const char *body, size_t len, int vocab, int32_t **ids, int *n, api_error *e) {
     *ids = NULL;
     *n = 0;
+    if (json_strict_check(body, len, e)) return -1;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
     if (!o) return api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
     int rc = -1;

@@ -64,6 +64,7 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     int max_batch = o->max_batch > 0 ? o->max_batch : 512;
     e->ctx = ctx_create(e->model, o->parallel, n_ctx, max_batch, err);
     if (!e->ctx) goto fail;
+    if (ctx_check_finite(e->ctx, e->pool, err)) goto fail;
     ctx_set_precision(e->ctx, (qw_precision)o->precision);
     int64_t cache_bytes = engine_cache_bytes(o->cache_mb, ctx_kv_bytes_per_token(e->ctx),
                                              o->parallel > 8 ? o->parallel : 8, n_ctx);

@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,9 +26,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0 /* macOS: the server modes ignore SIGPIPE */
+#endif
+
 #include "base/log.h"
 #include "server/api.h"
 #include "server/ollama.h"
+#include "server/gate.h"
+#include "server/httphead.h"
 #include "server/request.h"
 #include "server/webui.h"
 
@@ -43,6 +50,7 @@ struct qw_http {
     char bound_host[80];     /* as written in a Host header, e.g. "127.0.0.1" or "[::1]" */
     _Atomic(qw_engine *) eng;
     atomic_int stopping;
+    qw_gate *gate;           /* owns the listening socket; hands complete heads to MHD */
     long long start_time;
     atomic_ullong http_requests, http_errors;
     atomic_int generating;   /* generation requests not yet completed (answer sent) */
@@ -50,6 +58,8 @@ struct qw_http {
 
 /* Per-request state (MHD's con_cls), freed in on_completed. */
 typedef struct conn {
+    int http11;              /* the request is HTTP/1.1 (interim responses allowed) */
+    double t0;               /* when the head was complete: the body's deadline counts from here */
     char *body;
     size_t len, cap;
     int too_big;
@@ -224,6 +234,8 @@ static route find_route(const char *url, const char **want_method) {
 static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c) {
     qw_engine *e = atomic_load(&h->eng);
     if (!e) return send_json(h, c, 503, strdup("{\"status\":\"loading\"}"));
+    /* Draining (SIGTERM): a load balancer must stop sending work here. */
+    if (atomic_load(&h->stopping)) return send_json(h, c, 503, strdup("{\"status\":\"draining\"}"));
     if (e->model->cfg.random_weights)
         return send_json(h, c, 200,
                          strdup("{\"status\":\"ok\",\"random_weights\":true,\"warning\":\"this model has RANDOM "
@@ -488,17 +500,51 @@ static enum MHD_Result h_detokenize(qw_http *h, struct MHD_Connection *c, qw_eng
 
 /* ---- generation ------------------------------------------------------------ */
 
-/* 1 if the peer closed the connection (or it broke). */
-static int peer_gone(int fd) {
-    if (fd < 0) return 0;
+/* What the socket says about the peer: 0 nothing new, 1 end of input (the
+ * peer shut down its sending side: closed, or only half-closed), 2 gone
+ * (reset: its socket is closed and it refused our bytes). */
+enum { PEER_OK = 0, PEER_EOF = 1, PEER_GONE = 2 };
+static int peer_state(int fd) {
+    if (fd < 0) return PEER_OK;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP | POLLNVAL))) return PEER_GONE;
     char b;
     ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r == 0) return 1;
-    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return 1;
-    return 0;
+    if (r == 0) return PEER_EOF;
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return PEER_GONE;
+    return PEER_OK;
 }
 
-static int peer_gone_cb(void *arg) { return peer_gone(*(int *)arg); }
+/* End of input is not a disconnect: a client may send its request and
+ * then shut down its sending side (nc -N, HTTP/1.0 tools, some proxies)
+ * and still read the answer. Closed and half-closed look the same until
+ * the server sends something: a closed socket answers with a reset. So on
+ * end of input the server sends one interim "100 Continue" (every HTTP/1.1
+ * client skips 1xx responses before the real one); a reset then shows as
+ * PEER_GONE within a poll or two and the request is cancelled, while a
+ * half-closed client just gets its answer. HTTP/1.0 has no interim
+ * responses: such a request runs to its end. */
+typedef struct peer_watch {
+    int fd;
+    int http11;
+    int probed;
+} peer_watch;
+
+static int peer_gone_cb(void *arg) {
+    peer_watch *w = arg;
+    int st = peer_state(w->fd);
+    if (st == PEER_GONE) return 1;
+    if (st == PEER_EOF && !w->probed) {
+        w->probed = 1;
+        if (w->http11) {
+            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            if (send(w->fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+                errno != EWOULDBLOCK)
+                return 1;
+        }
+    }
+    return 0;
+}
 
 static int conn_fd(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -512,6 +558,7 @@ typedef struct stream_st {
     const char *bytes;    /* borrowed from q until the next event */
     size_t len, off;
     int ended;            /* the last event was rendered */
+    int probed;           /* end of input seen and the ping sent */
 } stream_st;
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -531,7 +578,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         st->off = 0;
         if (request_sse(st->q, &ev, &st->bytes, &st->len) != 0) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (ev.kind == REQ_EV_DONE || ev.kind == REQ_EV_ERROR) st->ended = 1;
-        if (ev.kind == REQ_EV_NONE && peer_gone(st->fd)) {
+        int ps = ev.kind == REQ_EV_NONE ? peer_state(st->fd) : PEER_OK;
+        if (ps == PEER_EOF && !st->probed) {
+            /* End of input mid-stream: an SSE comment (ignored by every
+             * client) tells a closed peer (reset) from a half-closed one. */
+            st->probed = 1;
+            static const char ping[] = ": ping\n\n";
+            memcpy(buf, ping, sizeof ping - 1 < max ? sizeof ping - 1 : max);
+            return (ssize_t)(sizeof ping - 1 < max ? sizeof ping - 1 : max);
+        }
+        if (ps == PEER_GONE) {
             LOG_DEBUG("http: %s: client went away; cancelling", request_id(st->q));
             request_cancel(st->q);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -566,7 +622,8 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
     if (request_start(q, k->body, k->len) != 0) return send_reply(h, c, q);
     int fd = conn_fd(c);
     if (!request_streaming(q)) {
-        if (request_run(q, POLL_S, peer_gone_cb, &fd) != 0) {
+        peer_watch pw = {.fd = fd, .http11 = k->http11};
+        if (request_run(q, POLL_S, peer_gone_cb, &pw) != 0) {
             request_free(q);
             return MHD_NO; /* the client left */
         }
@@ -631,9 +688,66 @@ static enum MHD_Result cors_preflight(qw_http *h, struct MHD_Connection *c) {
 /* The first call of a request: the checks that need no body. Sets
  * k->responded when it answered (MHD then discards the body and closes the
  * connection). */
+/* The head as MHD parsed it, rebuilt for httphead_check(): the gate checks
+ * the first request of a connection before MHD sees it, this every request
+ * (later ones on a keep-alive connection never pass the gate). */
+typedef struct head_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} head_buf;
+
+static void hb_put(head_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        while (nc < b->n + n) nc *= 2;
+        char *q = realloc(b->p, nc);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+}
+
+static enum MHD_Result hb_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                 const char *value, size_t value_size) {
+    head_buf *b = cls;
+    (void)kind;
+    hb_put(b, key, key_size);
+    hb_put(b, ": ", 2);
+    if (value) hb_put(b, value, value_size);
+    hb_put(b, "\r\n", 2);
+    return MHD_YES;
+}
+
+static int head_refused(struct MHD_Connection *c, const char *method, const char *version, char *why, size_t wl) {
+    head_buf b = {0};
+    hb_put(&b, method, strlen(method));
+    hb_put(&b, " / ", 3);
+    hb_put(&b, version, strlen(version));
+    hb_put(&b, "\r\n", 2);
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, hb_header, &b);
+    hb_put(&b, "\r\n", 2);
+    int st = b.oom ? 0 : httphead_check(b.p, b.n, why, wl);
+    free(b.p);
+    return st;
+}
+
 static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const char *url, const char *method,
-                                  conn *k) {
+                                  const char *version, conn *k) {
     k->responded = 1;
+    char why[160];
+    int bad = head_refused(c, method, version ? version : "HTTP/1.1", why, sizeof why);
+    if (bad) {
+        api_error ae;
+        api_fail(&ae, bad, bad == 501 ? "not_implemented" : "bad_request", NULL, "%s", why);
+        return send_error_with(h, c, &ae, "Connection", "close");
+    }
     if (!host_ok(h, c))
         return fail(h, c, 403, "forbidden_host", NULL, "the Host header does not name this server (DNS-rebinding defence)");
     if (!strcmp(method, "OPTIONS")) return cors_preflight(h, c);
@@ -666,7 +780,20 @@ static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const ch
 }
 
 /* A piece of the body. */
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static enum MHD_Result on_body(qw_http *h, conn *k, const char *data, size_t n) {
+    /* A body trickled in byte by byte must not hold its thread for ever
+     * (MHD's idle timeout restarts at every byte): a fixed deadline from
+     * the end of the head. */
+    if (mono_now() - k->t0 > h->cfg.body_timeout) {
+        LOG_DEBUG("http: the body did not arrive within %g s: closing", h->cfg.body_timeout);
+        return MHD_NO;
+    }
     if (k->responded || k->too_big) return MHD_YES;
     if (k->len + n > (size_t)h->cfg.max_body) {
         /* A chunked body past the limit: drop it and answer 413 at its end
@@ -739,15 +866,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
     qw_http *h = cls;
-    (void)version;
     t_ollama_errors = !strncmp(url, "/api/", 5);
     conn *k = *con_cls;
     if (!k) {
         k = calloc(1, sizeof *k);
         if (!k) return MHD_NO;
         *con_cls = k;
+        k->t0 = mono_now();
+        k->http11 = version && !strcmp(version, "HTTP/1.1");
         atomic_fetch_add(&h->http_requests, 1);
-        return on_headers(h, c, url, method, k);
+        return on_headers(h, c, url, method, version, k);
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
@@ -774,6 +902,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- start / stop ---------------------------------------------------------- */
 
+/* The gate's handoff: a connection whose head is complete and acceptable. */
+static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t salen) {
+    qw_http *h = arg;
+    /* MHD closes fd itself when it cannot take it. */
+    return MHD_add_connection(h->d, fd, sa, salen) == MHD_YES ? 0 : -1;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    qw_http *h = cls;
+    (void)c;
+    (void)socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED && h->gate) gate_conn_closed(h->gate);
+}
+
 qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     qw_http *h = calloc(1, sizeof *h);
     if (!h) {
@@ -783,7 +926,9 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     h->cfg = *cfg;
     if (!h->cfg.host) h->cfg.host = "127.0.0.1";
     if (h->cfg.max_body <= 0) h->cfg.max_body = 1L << 20;
-    if (h->cfg.max_conns <= 0) h->cfg.max_conns = 256;
+    if (h->cfg.max_conns <= 0) h->cfg.max_conns = 1024;
+    if (h->cfg.header_timeout <= 0) h->cfg.header_timeout = 10;
+    if (h->cfg.body_timeout <= 0) h->cfg.body_timeout = 6 * h->cfg.header_timeout;
     h->start_time = (long long)time(NULL);
     atomic_init(&h->eng, NULL);
     atomic_init(&h->stopping, 0);
@@ -803,7 +948,11 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     memset(&ss, 0, sizeof ss);
     memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    /* Thread per connection (handlers block, see the top), but MHD never
+     * sees the listening socket: the gate (gate.h) holds each connection
+     * until its head is complete, so slow clients cost no thread. */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     MHD_USE_NO_LISTEN_SOCKET;
     char addr[INET6_ADDRSTRLEN];
     if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
@@ -837,11 +986,25 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     if (getsockname(fd, (struct sockaddr *)&bound, &bl) == 0)
         h->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                     : ((struct sockaddr_in *)&bound)->sin_port);
-    h->d = MHD_start_daemon(flags, (uint16_t)h->port, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)h->cfg.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)h->cfg.max_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(h->cfg.body_timeout + 1), MHD_OPTION_END);
     if (!h->d) {
         qw_errf(err, "http: cannot start the HTTP server on %s port %d", h->cfg.host, h->port);
+        close(fd);
+        free(h);
+        return NULL;
+    }
+    qw_gate_cfg gc = {.listen_fd = fd,
+                      .max_conns = h->cfg.max_conns,
+                      .header_deadline_s = h->cfg.header_timeout,
+                      .max_head = 32 * 1024,
+                      .handoff = handoff,
+                      .arg = h};
+    h->gate = gate_start(&gc, err);
+    if (!h->gate) {
+        MHD_stop_daemon(h->d);
         close(fd);
         free(h);
         return NULL;
@@ -857,16 +1020,17 @@ void http_set_engine(qw_http *h, qw_engine *e) { atomic_store(&h->eng, e); }
 
 void http_quiesce(qw_http *h) {
     atomic_store(&h->stopping, 1);
-    MHD_socket s = MHD_quiesce_daemon(h->d);
-    if (s != MHD_INVALID_SOCKET) close(s);
+    gate_quiesce(h->gate);
 }
 
 void http_stop(qw_http *h) {
     if (!h) return;
+    gate_quiesce(h->gate);
     /* The scheduler has stopped, so every generation request has ended
      * (finished, cut or refused): give their last bytes a moment to reach
      * the clients before the connections are closed. */
     for (int i = 0; i < DRAIN_S * 100 && atomic_load(&h->generating) > 0; i++) usleep(10000);
     if (h->d) MHD_stop_daemon(h->d);
+    gate_stop(h->gate);
     free(h);
 }

@@ -47,7 +47,9 @@ typedef struct qw_http_cfg {
     const char *api_key;  /* NULL = none */
     const char *cors;     /* NULL = no CORS */
     long max_body;        /* bytes */
-    int max_conns;        /* 0 = default (256) */
+    int max_conns;        /* open connections at most, 0 = default (1024); see gate.h */
+    double header_timeout;/* seconds for a request head, 0 = default (10) */
+    double body_timeout;  /* seconds for a body after its head, 0 = default (6 x header_timeout) */
     int no_webui;         /* 1: no web chat page at / (--no-webui) */
 } qw_http_cfg;
 

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -20,8 +21,10 @@
 #define MSG_NOSIGNAL 0 /* macOS: SIGPIPE is ignored by the server modes */
 #endif
 
-#define MAX_LINE (1 << 20)
-#define READ_TIMEOUT_S 60
+#define MAX_LINE (1 << 20)   /* bytes before the newline; one more is refused */
+#define LINE_DEADLINE_S 30   /* default: the whole line must arrive within this, however it trickles */
+#define MAX_CONNS 256        /* default: connections at once; more get an error line and are closed */
+#define LINGER_S 2           /* after an error line: drain input this long, then close */
 
 struct qw_sockserv {
     char *path;
@@ -34,7 +37,14 @@ struct qw_sockserv {
     int n_conns;   /* live connection threads */
     atomic_int stopping;
     int wake[2];   /* pipe: wakes the accept loop */
+    int max_conns;
+    double line_deadline_s;
 };
+
+void sockserv_set_limits(qw_sockserv *s, int max_conns, double line_deadline_s) {
+    if (max_conns > 0) s->max_conns = max_conns;
+    if (line_deadline_s > 0) s->line_deadline_s = line_deadline_s;
+}
 
 #define GONE_POLL_S 0.05
 
@@ -81,6 +91,35 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Send a last line and close so that the client can read it: closing a
+ * socket with unread input resets it, and a reset can destroy the line
+ * before the client reads it. So: send, shut down our side, discard what
+ * the client still sends until it closes (or LINGER_S), then close. */
+static void send_last_and_close(int fd, const char *msg) {
+    if (msg) write_all(fd, msg, strlen(msg));
+    shutdown(fd, SHUT_WR);
+    double end = mono_s() + LINGER_S;
+    char sink[4096];
+    for (;;) {
+        double left = end - mono_s();
+        if (left <= 0) break;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) break;
+        ssize_t r = recv(fd, sink, sizeof sink, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+    }
+    close(fd);
+}
+
 static void *conn_main(void *arg) {
     conn_arg *ca = arg;
     qw_sockserv *s = ca->s;
@@ -88,7 +127,8 @@ static void *conn_main(void *arg) {
     free(ca);
     char *line = NULL;
     size_t len = 0, cap = 0;
-    int too_long = 0, got_line = 0, idle_ticks = 0;
+    int too_long = 0, got_line = 0, timed_out = 0;
+    double deadline = mono_s() + s->line_deadline_s;
     for (;;) {
         if (len + 4096 + 1 > cap) {
             size_t nc = cap ? cap * 2 : 8192;
@@ -98,12 +138,18 @@ static void *conn_main(void *arg) {
             cap = nc;
         }
         /* Wait for bytes in short slices so that a silent client neither
-         * blocks shutdown nor holds its thread beyond READ_TIMEOUT_S. */
+         * blocks shutdown nor holds its thread past the line's deadline,
+         * which counts from the connection, not from the last byte (a
+         * client trickling bytes must not hold a thread forever). */
+        if (mono_s() >= deadline) {
+            timed_out = 1;
+            break;
+        }
         struct pollfd pf = {.fd = fd, .events = POLLIN};
         int pr = poll(&pf, 1, 100);
         if (pr < 0 && errno != EINTR) break;
         if (pr <= 0) {
-            if (atomic_load(&s->stopping) || ++idle_ticks > READ_TIMEOUT_S * 10) break;
+            if (atomic_load(&s->stopping)) break;
             continue;
         }
         ssize_t r = recv(fd, line + len, cap - len - 1, 0);
@@ -111,17 +157,27 @@ static void *conn_main(void *arg) {
         if (r <= 0) break;
         char *nl = memchr(line + len, '\n', (size_t)r);
         len += (size_t)r;
-        if (nl) {
-            len = (size_t)(nl - line);
-            got_line = 1;
-            break;
-        }
-        if (len > MAX_LINE) {
+        if (nl) len = (size_t)(nl - line);
+        if (len > MAX_LINE) { /* exactly: the bytes before the newline */
             too_long = 1;
             break;
         }
+        if (nl) {
+            got_line = 1;
+            break;
+        }
     }
-    if (line && (got_line || (len > 0 && !too_long))) {
+    if (too_long) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "{\"error\":\"the request line is longer than %d bytes\"}\n", MAX_LINE);
+        send_last_and_close(fd, msg);
+        fd = -1;
+    } else if (timed_out) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "{\"error\":\"no complete request line within %g s\"}\n", s->line_deadline_s);
+        send_last_and_close(fd, msg);
+        fd = -1;
+    } else if (line && (got_line || len > 0)) {
         while (len && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
         char *resp = sockserv_handle_line(s->e, line, len, unix_gone, &fd);
         if (resp) {
@@ -129,13 +185,9 @@ static void *conn_main(void *arg) {
             write_all(fd, "\n", 1);
             free(resp);
         }
-    } else if (too_long) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "{\"error\":\"the request line is longer than %d bytes\"}\n", MAX_LINE);
-        write_all(fd, msg, strlen(msg));
     }
     free(line);
-    close(fd);
+    if (fd >= 0) close(fd);
     pthread_mutex_lock(&s->mu);
     s->n_conns--;
     pthread_cond_broadcast(&s->cv);
@@ -162,6 +214,17 @@ static void *accept_main(void *arg) {
                 continue;
             }
             break;
+        }
+        pthread_mutex_lock(&s->mu);
+        int full = s->n_conns >= s->max_conns;
+        pthread_mutex_unlock(&s->mu);
+        if (full) {
+            /* Refused at once, with a line saying why: no thread for it. */
+            static const char msg[] = "{\"error\":\"too many connections; try again\"}\n";
+            ssize_t w = send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w;
+            close(fd);
+            continue;
         }
         conn_arg *ca = malloc(sizeof *ca);
         pthread_t th;
@@ -205,6 +268,8 @@ qw_sockserv *sockserv_start(const char *path, qw_engine *e, qw_err *err) {
     }
     s->e = e;
     s->fd = -1;
+    s->max_conns = MAX_CONNS;
+    s->line_deadline_s = LINE_DEADLINE_S;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

@@ -35,6 +35,11 @@ typedef struct qw_sockserv qw_sockserv;
 /* Bind PATH and start accepting. Returns NULL with a message. */
 qw_sockserv *sockserv_start(const char *path, qw_engine *e, qw_err *err);
 
+/* Limits (call before clients connect; defaults 256 and 30 s): connections
+ * open at once (more are answered an error line and closed at once), and
+ * the seconds a client has to send its whole line, counted from connect. */
+void sockserv_set_limits(qw_sockserv *s, int max_conns, double line_deadline_s);
+
 /* Stop accepting and unlink the socket file (requests in flight go on). */
 void sockserv_quiesce(qw_sockserv *s);
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/regfile.h"
 
 /* Qwen/Qwen2.5-0.5B-Instruct config.json, as the hub ships it. */
 static const char k_default_config[] =
@@ -269,8 +270,9 @@ out:
 }
 
 static char *read_file(const char *path, size_t max, qw_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { qw_errf(err, "synth: %s: %s", path, strerror(errno)); return NULL; }
+    const char *why = NULL;
+    FILE *f = regfile_fopen(path, &why);
+    if (!f) { qw_errf(err, "synth: %s: %s", path, why); return NULL; }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
@@ -566,8 +568,9 @@ out:
 }
 
 static int copy_file(const char *src, const char *dst, qw_err *err) {
-    FILE *in = fopen(src, "rb");
-    if (!in) return qw_errf(err, "synth: %s: %s", src, strerror(errno));
+    const char *why = NULL;
+    FILE *in = regfile_fopen(src, &why);
+    if (!in) return qw_errf(err, "synth: %s: %s", src, why);
     size_t dl = strlen(dst);
     char *tmp = malloc(dl + 5);
     if (!tmp) { fclose(in); return qw_errf(err, "synth: out of memory"); }

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/regfile.h"
 #include "format/gguf.h"
 #include "tokenizer/tok_internal.h"
 
@@ -187,8 +188,9 @@ static size_t bytelevel_decode(const char *s, size_t n, char *out) {
 /* ------------------------------------------------------------ file utils */
 
 static int read_file(const char *path, char **buf, size_t *len, qw_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return qw_errf(err, "tok_load: %s: %s", path, strerror(errno));
+    const char *why = NULL;
+    FILE *f = regfile_fopen(path, &why);
+    if (!f) return qw_errf(err, "tok_load: %s: %s", path, why);
     char *b = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -223,11 +225,11 @@ static int read_file(const char *path, char **buf, size_t *len, qw_err *err) {
     return 0;
 }
 
+/* Exists as anything at all: a FIFO or directory then fails in read_file
+ * with a message naming it, instead of being silently skipped. */
 static int file_exists(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    fclose(f);
-    return 1;
+    struct stat st;
+    return stat(path, &st) == 0;
 }
 
 static cJSON *parse_json(const char *path, qw_err *err) {

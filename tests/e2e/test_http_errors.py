@@ -92,6 +92,66 @@ def test_odd_but_valid_json_does_not_crash(server):
         server.check_alive(f"after {body[:40]!r}")
 
 
+# RFC 8259, strictly (issue 16): cJSON alone accepted all of these, answered
+# 200, and cut strings at a \u0000. Every endpoint that takes a body.
+_CHAT = b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}'
+_STRICT_BODIES = {
+    "/v1/completions": b'{"prompt": "hi", "max_tokens": 1}',
+    "/v1/chat/completions": _CHAT,
+    "/tokenize": b'{"content": "hi"}',
+    "/detokenize": b'{"tokens": [1, 2]}',
+}
+STRICT_400 = []
+for _path, _ok in _STRICT_BODIES.items():
+    _inner = _ok[1:-1]
+    STRICT_400 += [
+        (_path, "trailing", _ok + b" x"),
+        (_path, "two-objects", _ok + _ok),
+        (_path, "trailing-nul", _ok + b"\x00"),
+        (_path, "leading-control", b"\x01" + _ok),            # cJSON skips any byte <= 0x20
+        (_path, "control-between", b"{\x02" + _inner + b"}"),
+        (_path, "duplicate-key", b"{" + _inner + b", " + _inner + b"}"),
+    ]
+for _path, _key in [("/v1/completions", b"prompt"), ("/tokenize", b"content")]:
+    STRICT_400 += [
+        (_path, "raw-nul-in-string", b'{"' + _key + b'": "a\x00b", "max_tokens": 1}'),
+        (_path, "raw-newline-in-string", b'{"' + _key + b'": "a\nb", "max_tokens": 1}'),
+        (_path, "raw-control-in-string", b'{"' + _key + b'": "a\x1fb", "max_tokens": 1}'),
+        (_path, "escaped-nul", b'{"' + _key + b'": "abc\\u0000def", "max_tokens": 1}'),
+    ]
+STRICT_400 += [
+    ("/v1/chat/completions", "escaped-nul-in-content",
+     b'{"messages": [{"role": "user", "content": "a\\u0000b"}], "max_tokens": 1}'),
+    ("/v1/completions", "stop-starting-with-nul", b'{"prompt": "hi", "max_tokens": 1, "stop": ["\\u0000x"]}'),
+]
+
+
+@pytest.mark.parametrize("path,what,body", STRICT_400,
+                         ids=[f"{p.replace('/', '_')}-{w}" for p, w, _ in STRICT_400])
+def test_strict_json_400(server, path, what, body):
+    assert json.loads(_STRICT_BODIES.get(path, b"{}")) is not None
+    msg = api_error(post(server, path, body), 400)
+    assert "JSON" in msg, msg
+    server.check_alive(f"after {what} on {path}")
+
+
+@pytest.mark.parametrize("path", list(_STRICT_BODIES))
+def test_strict_json_valid_still_200(server, path):
+    # whitespace RFC 8259 allows (space, tab, CR, LF) around and inside is fine
+    body = b" \t\r\n" + _STRICT_BODIES[path] + b"\n "
+    r = post(server, path, body)
+    assert r.status_code == 200, r.text
+
+
+def test_tokenize_keeps_the_whole_string(server):
+    # the escaped NUL is refused, never cut: "abc" alone must not come back
+    r = post(server, "/tokenize", b'{"content": "abc\\u0000def"}')
+    assert r.status_code == 400
+    a = post(server, "/tokenize", b'{"content": "abc"}').json()["tokens"]
+    b = post(server, "/tokenize", b'{"content": "abc\\u0001def"}').json()["tokens"]
+    assert len(b) > len(a)
+
+
 def test_unknown_path_404(server):
     for method, path in [("GET", "/nope"), ("POST", "/v1/nope"), ("GET", "/v1/completions/x")]:
         r = requests.request(method, server.url + path, data=b"{}", timeout=10)

@@ -45,7 +45,10 @@ def ask_raw(path, data, timeout=60):
     c.settimeout(timeout)
     try:
         c.connect(path)
-        c.sendall(data)
+        try:
+            c.sendall(data)
+        except BrokenPipeError:
+            pass  # answered (an error line) and closed before all was sent: read it
         buf = b""
         while b"\n" not in buf:
             b = c.recv(65536)
@@ -260,3 +263,135 @@ def test_client_hanging_up_cancels_its_request(model_dir, sockdir):
         assert s.alive()
     finally:
         s.stop()
+
+
+# ---- transport limits (issue 16) -------------------------------------------
+
+MAX_LINE = 1 << 20
+
+
+def _padded(n):
+    """A valid request line of exactly n bytes before the newline."""
+    core = json.dumps({"tokens": PROMPT[:3], "max_tokens": 1}).encode()
+    return core[:-1] + b" " * (n - len(core)) + b"}"
+
+
+def test_line_limit_is_exact(sock_server):
+    ok = json.loads(ask_raw(sock_server.path, _padded(MAX_LINE) + b"\n"))
+    assert "error" not in ok, ok
+    for n in (MAX_LINE + 1, MAX_LINE + 39):      # 1,048,615: answered before the fix
+        ans = json.loads(ask_raw(sock_server.path, _padded(n) + b"\n"))
+        assert "longer than" in ans.get("error", ""), (n, ans)
+
+
+def test_over_long_line_error_reaches_a_client_still_sending(sock_server):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.settimeout(20)
+    c.connect(sock_server.path)
+    sent, got = 0, b""
+    chunk = b"x" * 65536
+    try:
+        while sent < 3 * MAX_LINE:               # keeps sending past the limit, no newline
+            c.sendall(chunk)
+            sent += len(chunk)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    try:
+        while b"\n" not in got:
+            b = c.recv(4096)
+            if not b:
+                break
+            got += b
+    except ConnectionResetError:
+        pytest.fail(f"the connection was reset before the error line arrived (got {got[:200]!r})")
+    finally:
+        c.close()
+    assert b"longer than" in got, got[:300]
+
+
+@pytest.fixture(scope="module")
+def limited_sock(model_dir, sockdir):
+    s = SocketServer(model_dir, os.path.join(sockdir, "lim.sock"), "--max-conns", "4",
+                     "--header-timeout", "1")
+    _started.append(s)
+    yield s
+    alive = s.alive()
+    s.stop()
+    assert alive, f"socket server crashed; stderr:\n{s.log_tail()}"
+    assert_clean_log(s)
+
+
+def test_trickling_client_closed_at_its_deadline(limited_sock):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(limited_sock.path)
+    c.settimeout(0.05)
+    t0 = time.monotonic()
+    got = b""
+    while time.monotonic() - t0 < 8:             # one byte every 0.1 s, never a newline
+        try:
+            c.sendall(b" ")
+        except OSError:
+            break
+        try:
+            b = c.recv(4096)
+            if not b:
+                break
+            got += b
+        except socket.timeout:
+            pass
+        time.sleep(0.05)
+    dt = time.monotonic() - t0
+    c.close()
+    assert dt < 4, f"a client trickling bytes was held {dt:.1f} s past a 1 s line deadline"
+    assert b"no complete request line" in got, got
+
+
+def test_connection_cap_refuses_the_excess_at_once(model_dir, sockdir):
+    s = SocketServer(model_dir, os.path.join(sockdir, "cap.sock"), "--max-conns", "4", "--header-timeout", "30")
+    _started.append(s)
+    held = []
+    try:
+        for _ in range(4):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(s.path)
+            held.append(c)
+        # Once the server has taken the 4 (its accept thread: no fixed
+        # sleep), a fifth is refused with a line, at once.
+        extra, dt, deadline = b"", 0.0, time.monotonic() + 5
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.settimeout(5)
+            c.connect(s.path)
+            try:
+                extra = c.recv(4096)             # nothing sent: only a refusal answers
+            except socket.timeout:
+                extra = b""
+            dt = time.monotonic() - t0
+            c.close()
+            if extra:
+                break
+        assert b"too many connections" in extra, extra
+        assert dt < 1.0, f"the refusal took {dt:.2f} s"
+        for c in held:
+            c.close()
+        deadline = time.monotonic() + 5
+        while True:                               # the slots free up: served again
+            ans = json.loads(ask_raw(s.path, json.dumps({"tokens": PROMPT, "max_tokens": 2}).encode() + b"\n"))
+            if "error" not in ans or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        tokens_of(ans, 2)
+    finally:
+        for c in held:
+            c.close()
+        alive = s.alive()
+        s.stop()
+        assert alive, s.log_tail()
+
+
+def test_strict_json_lines(sock_server):
+    for bad in (b'{"tokens": [1], "max_tokens": 1} x', b'{"tokens": [1]}{"tokens": [2]}',
+                b'{"tokens": [1], "max_tokens": 1, "max_tokens": 2}', b'{"tokens": [1], "x": "a\x01b"}'):
+        ans = json.loads(ask_raw(sock_server.path, bad + b"\n"))
+        assert "error" in ans and "JSON" in ans["error"], (bad, ans)

@@ -2,6 +2,7 @@
  * loads (F32, BF16, sharded) and runs; a missing tensor, a wrong shape, an
  * unsupported dtype, a truncated file are refused with a message naming the
  * file and the tensor; forward() refuses batches that break its rules. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@ static void build_list(int tied) {
 
 static int g_pad = 1; /* pad the header to 8 bytes, as transformers does */
 static int g_mis = 0; /* 1: one extra space so that every tensor is misaligned */
+static int g_nan = 0; /* 1: the final norm weights are NaN */
 
 static int esize(const char *dt) { return !strcmp(dt, "F32") || !strcmp(dt, "I32") ? 4 : 2; }
 
@@ -95,6 +97,7 @@ static void write_st(const char *path, int from, int to, int cut) {
             seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
             float v = (float)((int)(seed >> 40) % 2001 - 1000) / 4000.0f;
             if (T[i].nd == 1 && strstr(T[i].name, "norm")) v += 1.0f;
+            if (g_nan && !strcmp(T[i].name, "model.norm.weight")) v = NAN;
             if (!strcmp(T[i].dtype, "F32")) {
                 memcpy(data + o, &v, 4);
                 o += 4;
@@ -375,6 +378,29 @@ int main(void) {
     build_list(0);
     write_st(st_path, 0, nt, 10);
     expect_fail("truncated file", "model.safetensors", "outside the data region");
+
+    /* NaN weights: the load-time check refuses them instead of letting the
+     * sampler pick token 0 forever; the same model with finite weights passes. */
+    build_list(0);
+    write_config(0);
+    for (int nan = 0; nan < 2; nan++) {
+        g_nan = nan;
+        write_st(st_path, 0, nt, 0);
+        m = NULL;
+        CHECK(model_load(&m, dir, &err) == 0, "nan=%d model: %s", nan, err.msg);
+        qw_ctx *c = m ? ctx_create(m, 1, 16, 4, &err) : NULL;
+        if (c) {
+            int rc = ctx_check_finite(c, pool, &err);
+            if (nan)
+                CHECK(rc == -1 && strstr(err.msg, "NaN/Inf logits") && strstr(err.msg, "qwenc_model_"),
+                      "NaN weights: rc %d: %s", rc, err.msg);
+            else
+                CHECK(rc == 0, "finite weights refused: %s", err.msg);
+            ctx_free(c);
+        }
+        model_free(m);
+    }
+    g_nan = 0;
 
     unlink(st_path);
     expect_fail("no weights", "model.safetensors", NULL);
