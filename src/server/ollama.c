@@ -86,6 +86,29 @@ static int refuse(const cJSON *o, const char *name, const char *why, api_error *
     return api_fail(e, 400, "unsupported_field", name, "'%s' is not supported: %s", name, why);
 }
 
+/* Ollama's "format": "json" (any JSON value; the OpenAI API's json_object,
+ * which asks for an object, is what Ollama's JSON mode produces in
+ * practice) or a JSON Schema object, mapped onto the OpenAI request's
+ * response_format so that the grammar engine constrains the answer (and
+ * refuses what it cannot enforce, naming the keyword). "" = none. */
+static int add_format(const cJSON *f, cJSON *oa, api_error *e) {
+    if (!asks(f)) return 0;
+    cJSON *rf = cJSON_AddObjectToObject(oa, "response_format");
+    if (!rf) return api_fail(e, 500, "out_of_memory", NULL, "out of memory");
+    if (cJSON_IsString(f) && !strcmp(f->valuestring, "json")) {
+        cJSON_AddStringToObject(rf, "type", "json_object");
+        return 0;
+    }
+    if (!cJSON_IsObject(f))
+        return api_fail(e, 400, "invalid_value", "format", "'format' must be \"json\" or a JSON Schema object");
+    cJSON_AddStringToObject(rf, "type", "json_schema");
+    cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
+    if (!js) return api_fail(e, 500, "out_of_memory", NULL, "out of memory");
+    cJSON_AddStringToObject(js, "name", "format");
+    cJSON_AddItemToObject(js, "schema", cJSON_Duplicate(f, 1));
+    return 0;
+}
+
 static int check_messages(const cJSON *msgs, api_error *e) {
     int i = 0;
     const cJSON *m;
@@ -134,8 +157,7 @@ int ollama_parse(ollama_kind kind, const char *body, size_t len, const api_limit
         goto out;
     }
 
-    if (refuse(j, "format", "JSON mode and structured outputs need constrained decoding, which qwenc lacks", e) ||
-        refuse(j, "tools", "function calling is served on the OpenAI API (/v1/chat/completions), not on this one", e) ||
+    if (refuse(j, "tools", "function calling is served on the OpenAI API (/v1/chat/completions), not on this one", e) ||
         refuse(j, "think", "this model does not think (no reasoning mode)", e) ||
         refuse(j, "logprobs", "ask the OpenAI API (/v1/chat/completions) for log probabilities", e) ||
         refuse(j, "images", "a text-only model", e) ||
@@ -197,6 +219,7 @@ int ollama_parse(ollama_kind kind, const char *body, size_t len, const api_limit
         rc = 0;
         goto out;
     }
+    if (add_format(cJSON_GetObjectItemCaseSensitive(j, "format"), oa, e) < 0) goto out;
     int num_predict;
     if (parse_options(cJSON_GetObjectItemCaseSensitive(j, "options"), oa, lim, &num_predict, e) < 0) goto out;
     if (num_predict > 0) cJSON_AddNumberToObject(oa, "max_tokens", num_predict);
@@ -215,6 +238,7 @@ int ollama_parse(ollama_kind kind, const char *body, size_t len, const api_limit
                 snprintf(e->param, sizeof e->param, "options.%s", moved_opts[i]);
                 break;
             }
+        if (!strncmp(e->param, "response_format", 15)) snprintf(e->param, sizeof e->param, "format");
         goto out;
     }
     if (num_predict <= 0) o->req.max_tokens = lim->n_ctx - o->req.n_prompt; /* until the context is full */

@@ -26,8 +26,10 @@
  * penalize_newline) are ignored; samplers qwenc lacks (mirostat != 0,
  * typical_p != 1, tfs_z != 1) are a 400 naming the option. keep_alive is
  * accepted and has no effect.
- * Refused with a 400 naming the field: format (JSON mode / schemas), tools,
- * think (true), images, suffix, template, context, logprobs.
+ * format: "json" or a JSON Schema object, mapped onto the OpenAI request's
+ * response_format (json_object / json_schema), so the grammar engine
+ * constrains the answer; its refusals name "format".
+ * Refused with a 400 naming the field: tools, think (true), images, suffix, template, context, logprobs.
  * "model" is required (Ollama's clients always send it) and must name the
  * served model (ollama_name_matches) unless the limits allow any.
  * Errors are Ollama's shape: {"error": "message"}.

@@ -150,8 +150,26 @@ def test_load_and_unload_calls(server, client):
     assert client.generate(model="m", prompt="Hi", options={"num_predict": 3}).eval_count == 3
 
 
-@pytest.mark.parametrize("field,value", [("format", "json"), ("format", {"type": "object"}),
-                                         ("tools", [{"type": "function", "function": {"name": "f"}}])])
+def test_format_constrains_the_answer(server, client):
+    # "json": the answer is a JSON object; a schema: it validates (the grammar engine, as response_format)
+    r = client.chat(model="m", messages=[{"role": "user", "content": "x"}], format="json",
+                    options={"temperature": 0, "num_predict": 30})
+    assert isinstance(json.loads(r.message.content), dict), r.message.content
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
+              "required": ["ok", "n"], "additionalProperties": False}
+    for seed in range(3):
+        r = client.generate(model="m", prompt="x", format=schema,
+                            options={"temperature": 1.0, "seed": seed, "num_predict": 200})
+        v = json.loads(r.response)
+        assert set(v) == {"ok", "n"} and isinstance(v["ok"], bool) and isinstance(v["n"], int), r.response
+    # what the grammar engine refuses is a 400 naming the field and the keyword
+    with pytest.raises(ollama.ResponseError) as ei:
+        client.chat(model="m", messages=[{"role": "user", "content": "x"}], format={"type": "number", "minimum": 1})
+    assert ei.value.status_code == 400 and "minimum" in ei.value.error, ei.value.error
+    server.check_alive()
+
+
+@pytest.mark.parametrize("field,value", [("tools", [{"type": "function", "function": {"name": "f"}}])])
 def test_refused_fields_named(server, client, field, value):
     with pytest.raises(ollama.ResponseError) as ei:
         client.chat(model="m", messages=[{"role": "user", "content": "x"}], **{field: value})

@@ -35,8 +35,9 @@ static void test_refusals(void) {
 #define BAD(kind, extra, status, param)                  \
     snprintf(b, sizeof b, "{%s,%s}", m, extra);          \
     bad(kind, &lim, b, status, param)
-    BAD(OLLAMA_CHAT, "\"format\":\"json\"", 400, "format");
-    BAD(OLLAMA_CHAT, "\"format\":{\"type\":\"object\"}", 400, "format");
+    /* format: "json" or a schema object (mapped onto response_format); anything else is refused */
+    BAD(OLLAMA_CHAT, "\"format\":\"yaml\"", 400, "format");
+    BAD(OLLAMA_CHAT, "\"format\":7", 400, "format");
     BAD(OLLAMA_CHAT, "\"tools\":[{\"type\":\"function\"}]", 400, "tools");
     BAD(OLLAMA_CHAT, "\"think\":true", 400, "think");
     BAD(OLLAMA_CHAT, "\"stream\":\"yes\"", 400, "stream");
