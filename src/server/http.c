@@ -271,9 +271,7 @@ static void ollama_model_of(const qw_engine *e, ollama_model *m) {
     m->format = dl > 5 && !strcasecmp(md->dir + dl - 5, ".gguf") ? "gguf" : "safetensors";
     m->family = "qwen2";
     m->size = md->weight_bytes;
-    /* Every weight (matrices, biases, norm vectors; tied embeddings once),
-     * and the type holding most of the layers' weights as the
-     * quantization level (a Q4_K_M file mixes Q4_K, Q5_0, Q6_K, ...). */
+    /* Every weight (matrices, biases, norm vectors; tied embeddings once). */
     uint64_t p = mat_params(&md->embed) + (cfg->tie_embeddings ? 0 : mat_params(&md->lm_head)) + (uint64_t)cfg->hidden;
     uint64_t by_type[QW_DTYPE_COUNT] = {0};
     for (int i = 0; i < cfg->n_layers; i++) {
@@ -289,7 +287,9 @@ static void ollama_model_of(const qw_engine *e, ollama_model *m) {
     int top = 0;
     for (int t = 1; t < QW_DTYPE_COUNT; t++)
         if (by_type[t] > by_type[top]) top = t;
-    m->quant = qw_dtype_name((qw_dtype)top);
+    /* What the file says it is (a GGUF's general.file_type, "Q4_K_M") when
+     * it says; else the type holding most of the layers' weights. */
+    m->quant = md->file_type[0] ? md->file_type : qw_dtype_name((qw_dtype)top);
     struct stat sb;
     m->modified_s = stat(md->dir, &sb) == 0 ? (long long)sb.st_mtime : 0;
     /* A name for this model and file version, not a hash of the bytes

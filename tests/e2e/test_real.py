@@ -390,6 +390,9 @@ def test_http_name_logprobs_echo_n(real, fx, tmp_path):
     try:
         j = requests.get(s.url + "/v1/models", timeout=30).json()
         assert [m["id"] for m in j["data"]] == [name], j
+        # Ollama's /api/tags names the file type as the GGUF does, not its most common tensor type (Q5_0)
+        t = requests.get(s.url + "/api/tags", timeout=30).json()
+        assert t["models"][0]["details"]["quantization_level"] == "Q4_K_M", t
         r = requests.post(s.url + "/v1/completions", json={"model": "gpt-4o", "prompt": ids, "max_tokens": 1},
                           timeout=60)
         assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found", r.text
