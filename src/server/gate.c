@@ -100,9 +100,18 @@ static void drop(qw_gate *g, int i) {
     g->w[i] = g->w[--g->n_w];
 }
 
+/* Counters are bumped BEFORE the client can see the outcome (an answer, a
+ * close, a handoff), so that whoever saw it and then reads gate_stats()
+ * finds it counted (tests/unit/test_gate.c does exactly that). */
 static void stat_add(qw_gate *g, unsigned long long *field) {
     pthread_mutex_lock(&g->mu);
     (*field)++;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void stat_sub(qw_gate *g, unsigned long long *field) {
+    pthread_mutex_lock(&g->mu);
+    (*field)--;
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -158,12 +167,12 @@ static void accept_all(qw_gate *g) {
             for (int i = 0; i < g->n_w; i++)
                 if (g->w[i].kind == W_HEAD && (oldest < 0 || g->w[i].t0 < g->w[oldest].t0)) oldest = i;
             if (oldest >= 0) {
-                refuse(g, oldest, 503, "too many connections; this one waited longest for its request head");
                 stat_add(g, &g->st.evicted);
+                refuse(g, oldest, 503, "too many connections; this one waited longest for its request head");
             } else {
+                stat_add(g, &g->st.refused_full);
                 answer(fd, 503, reason_of(503), "too many connections");
                 close(fd);
-                stat_add(g, &g->st.refused_full);
                 continue;
             }
         }
@@ -239,11 +248,11 @@ static void check_head(qw_gate *g, int i) {
     waiter taken = *w;
     drop(g, i);
     atomic_fetch_add(&g->handed_open, 1);
+    stat_add(g, &g->st.handed);
     if (g->cfg.handoff(g->cfg.arg, taken.fd, (struct sockaddr *)&taken.sa, taken.salen) != 0) {
         atomic_fetch_sub(&g->handed_open, 1); /* refused: the callee closed it */
-        return;
+        stat_sub(g, &g->st.handed);
     }
-    stat_add(g, &g->st.handed);
 }
 
 static void *gate_main(void *arg) {
