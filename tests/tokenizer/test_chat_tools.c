@@ -24,34 +24,11 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "test_file.h"
 #include "tokenizer/tojson.h"
 #include "tokenizer/tokenizer.h"
 
 static char g_fix[1024];
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    for (;;) {
-        if (n == cap) b = realloc(b, (cap *= 2) + 1);
-        size_t r = fread(b + n, 1, cap - n, f);
-        if (!r) break;
-        n += r;
-    }
-    fclose(f);
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
-
-static int write_file(const char *path, const char *s) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    fputs(s, f);
-    return fclose(f);
-}
 
 /* ---------------------------------------------------------------- tojson */
 

@@ -31,6 +31,7 @@
 
 #include "gguf_writer.h"
 #include "test.h"
+#include "test_file.h"
 #include "tokenizer/tokenizer.h"
 
 static char g_fix[1024];
@@ -39,30 +40,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 20, n = 0;
-    char *b = malloc(cap + 1);
-    for (;;) {
-        if (n == cap) b = realloc(b, (cap *= 2) + 1);
-        size_t r = fread(b + n, 1, cap - n, f);
-        if (!r) break;
-        n += r;
-    }
-    fclose(f);
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
-
-static int write_file(const char *path, const char *data) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    fputs(data, f);
-    return fclose(f);
 }
 
 /* ---------------------------------------------------------------- corpus */
