@@ -71,6 +71,8 @@ typedef struct qw_opts {
     int quant;                /* --quant q8_0: a qw_dtype to quantize to at load; -1 = none */
     int warmup;               /* --warmup: one untimed pass over the prompt first (benchmarks) */
     int precision;            /* --precision fast|exact (a qw_precision; env QWENC_PRECISION; default fast) */
+    int kv_type;              /* --kv-type f32|f16|bf16 (a qw_kv_type); -1 until opts_parse resolves the
+                                 default: f32 with --precision exact, else QW_KV_TYPE_FAST_DEFAULT */
     int spec;                 /* --spec off|ngram: 1 = n-gram speculative decoding (default) */
     int spec_k;               /* --spec-k N: most drafted tokens per step (default QW_SPEC_K_DEFAULT) */
     /* servers */

@@ -340,7 +340,7 @@ int mode_chat(const qw_opts *o) {
     pthread_sigmask(SIG_BLOCK, &sigint_set, &old_mask);
     c.pool = pool_create(threads);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    c.ctx = c.pool ? ctx_create(m, 1, c.n_ctx, CHAT_BATCH, &err) : NULL;
+    c.ctx = c.pool ? ctx_create_kv(m, 1, c.n_ctx, CHAT_BATCH, QW_KV_PAGE_ROWS, (qw_kv_type)o->kv_type, &err) : NULL;
     if (c.ctx) ctx_set_precision(c.ctx, (qw_precision)o->precision);
     if (c.ctx && ctx_check_finite(c.ctx, c.pool, &err)) {
         fprintf(stderr, "qwenc chat: %s\n", err.msg);

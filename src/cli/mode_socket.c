@@ -28,6 +28,7 @@ int mode_socket(const qw_opts *o) {
         .threads = o->threads,
         .quant = o->quant,
         .precision = o->precision,
+        .kv_type = o->kv_type,
         .spec_k = opts_spec_k(o),
         .cache_mb = o->cache_mb,
         .n_ctx = o->n_ctx,

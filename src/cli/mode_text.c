@@ -297,7 +297,7 @@ static int do_prompt(const qw_opts *o, const char *dir, qw_tok *tok) {
         fprintf(stderr, "qwenc: cannot start %d threads\n", threads);
         goto out;
     }
-    ctx = ctx_create(m, 1, n_ctx, TEXT_BATCH, &err);
+    ctx = ctx_create_kv(m, 1, n_ctx, TEXT_BATCH, QW_KV_PAGE_ROWS, (qw_kv_type)o->kv_type, &err);
     if (!ctx) goto fail_err;
     if (ctx_check_finite(ctx, pool, &err)) goto fail_err;
     ctx_set_precision(ctx, (qw_precision)o->precision);

@@ -153,7 +153,7 @@ int mode_tokens(const qw_opts *o) {
      * buffer (128 x vocab floats) */
     int max_chunk = o->logits_out ? LOGITS_BATCH : PREFILL_BATCH;
     int batch = n_ids < max_chunk ? n_ids : max_chunk;
-    ctx = ctx_create(m, 1, n_ctx, batch, &err);
+    ctx = ctx_create_kv(m, 1, n_ctx, batch, QW_KV_PAGE_ROWS, (qw_kv_type)o->kv_type, &err);
     if (!ctx) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         goto out;

@@ -18,6 +18,7 @@ void opts_defaults(qw_opts *o) {
     o->parallel = 4;
     o->queue = 64;
     o->cache_mb = -1;
+    o->kv_type = -1;
     o->max_body = 1L << 20;
     o->max_conns = 1024;
     o->header_timeout = 10;
@@ -107,6 +108,10 @@ void usage(FILE *f) {
         "                    activations with integer dot products, BF16 weights\n"
         "                    bf16-rounded ones (CPUs with AVX512-BF16); exact: float32\n"
         "                    activations (the bit-for-bit reference path; slower)\n"
+        "  --kv-type f32|f16|bf16\n"
+        "                    how the KV cache stores K and V: 16-bit halves its memory\n"
+        "                    (f16 rounds to 11 significant bits, bf16 to 8); default f16,\n"
+        "                    f32 with --precision exact (the only type it allows)\n"
         "  --spec off|ngram  speculative decoding (default ngram): draft tokens by\n"
         "                    looking up the last tokens earlier in the prompt and output,\n"
         "                    verify them in one batched pass; the output is exactly the\n"
@@ -204,7 +209,7 @@ static const opt_scope scopes[] = {
     {"--greedy", M_RUNS}, {"--temp", M_RUNS}, {"--temperature", M_RUNS}, {"--top-k", M_RUNS},
     {"--top-p", M_RUNS}, {"--min-p", M_RUNS}, {"--repeat-penalty", M_RUNS}, {"--presence-penalty", M_RUNS},
     {"--frequency-penalty", M_RUNS}, {"--seed", M_RUNS},
-    {"--threads", M_RUNS}, {"-t", M_RUNS}, {"--precision", M_RUNS}, {"--spec", M_RUNS}, {"--spec-k", M_RUNS},
+    {"--threads", M_RUNS}, {"-t", M_RUNS}, {"--precision", M_RUNS}, {"--kv-type", M_RUNS}, {"--spec", M_RUNS}, {"--spec-k", M_RUNS},
     {"--quant", M_RUNS}, {"--ctx", M_RUNS}, {"-c", M_RUNS},
     {"--host", M_HTTP}, {"--api-key", M_HTTP}, {"--cors", M_HTTP}, {"--max-body", M_HTTP},
     {"--alias", M_HTTP}, {"--any-model", M_HTTP}, {"--cache-ram", M_HTTP | M_SOCKET | M_STDIN},
@@ -336,6 +341,15 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
             }
             o->precision = (int)p;
         }
+        else if (!strcmp(a, "--kv-type")) {
+            NEED_ARG;
+            qw_kv_type t;
+            if (qw_kv_type_parse(v, &t)) {
+                fprintf(stderr, "qwenc: --kv-type: expected f32, f16 or bf16, got '%s'\n", v);
+                return -1;
+            }
+            o->kv_type = (int)t;
+        }
         else if (!strcmp(a, "--spec")) {
             NEED_ARG;
             if (!strcmp(v, "ngram")) o->spec = 1;
@@ -401,6 +415,12 @@ int opts_parse(qw_opts *o, int argc, char **argv, int first) {
             return -1;
         }
 #undef NEED_ARG
+    }
+    if (o->kv_type < 0) o->kv_type = o->precision == QW_PRECISION_EXACT ? QW_KV_F32 : QW_KV_TYPE_FAST_DEFAULT;
+    else if (o->precision == QW_PRECISION_EXACT && o->kv_type != QW_KV_F32) {
+        fprintf(stderr, "qwenc: --kv-type %s: --precision exact stores K and V as f32 (the bit-for-bit path); "
+                        "use --precision fast or --kv-type f32\n", qw_kv_type_name((qw_kv_type)o->kv_type));
+        return -1;
     }
     int n_constraints = !!o->json_schema + !!o->grammar + !!o->json_object;
     if (n_constraints > 1) {

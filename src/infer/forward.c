@@ -78,14 +78,16 @@ struct qw_ctx {
     int n_slots, n_ctx, max_batch;
     int hd, nh, nkv, q_dim, kv_dim;
     /* The KV cache is paged (kvcache.h): a page holds page_rows positions
-     * as [n_layers][K, V][n_kv_heads][page_rows][hd] floats, so that within
+     * as [n_layers][K, V][n_kv_heads][page_rows][hd] elements (floats, or
+     * 16-bit with --kv-type f16|bf16: kv_type), so that within
      * a page each kv head's K and V rows are row-major [pos][hd] and the
      * attention kernel reads them front to back (64-byte aligned pages, so
      * no vector load splits a line when hd * 4 is a multiple of 64). */
     qw_kv *kv;
+    qw_kv_type kv_type;
     int page_rows, page_shift;
-    int64_t head_stride;  /* floats per kv head in a page: page_rows * hd */
-    int64_t layer_stride; /* floats per layer in a page: 2 * n_kv_heads * head_stride */
+    int64_t head_stride;  /* elements per kv head in a page: page_rows * hd */
+    int64_t layer_stride; /* elements per layer in a page: 2 * n_kv_heads * head_stride */
     float *rope_cos;      /* [n_ctx][hd/2] */
     float *rope_sin;      /* [n_ctx][hd/2] */
     /* activations for up to max_batch tokens */
@@ -207,7 +209,16 @@ qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_
 }
 
 qw_ctx *ctx_create_paged(const qw_model *m, int n_slots, int n_ctx, int max_batch, int page_rows, qw_err *err) {
+    return ctx_create_kv(m, n_slots, n_ctx, max_batch, page_rows, QW_KV_F32, err);
+}
+
+qw_ctx *ctx_create_kv(const qw_model *m, int n_slots, int n_ctx, int max_batch, int page_rows, qw_kv_type kv_type,
+                      qw_err *err) {
     const qw_config *cfg = &m->cfg;
+    if ((int)kv_type < 0 || kv_type >= QW_KV_TYPE_COUNT) {
+        qw_errf(err, "ctx_create: unknown KV cache type %d", (int)kv_type);
+        return NULL;
+    }
     if (n_slots < 1 || n_ctx < 1 || max_batch < 1) {
         qw_errf(err, "ctx_create: n_slots %d, n_ctx %d, max_batch %d must be positive", n_slots, n_ctx, max_batch);
         return NULL;
@@ -231,6 +242,7 @@ qw_ctx *ctx_create_paged(const qw_model *m, int n_slots, int n_ctx, int max_batc
     c->q_dim = c->nh * c->hd;
     c->kv_dim = c->nkv * c->hd;
     c->page_rows = page_rows;
+    c->kv_type = kv_type;
     c->head_stride = (int64_t)page_rows * c->hd;
     c->layer_stride = 2 * c->nkv * c->head_stride;
     /* absurd sizes (from a hostile config) fail here, not by overflow */
@@ -245,7 +257,8 @@ qw_ctx *ctx_create_paged(const qw_model *m, int n_slots, int n_ctx, int max_batc
     }
     size_t B = (size_t)max_batch, F = sizeof(float);
     /* KV pages are allocated only as positions are written. */
-    c->kv = kv_create(n_slots, n_ctx, page_rows, (int64_t)cfg->n_layers * c->layer_stride, err);
+    c->kv = kv_create(n_slots, n_ctx, page_rows, (int64_t)cfg->n_layers * c->layer_stride, qw_kv_type_size(kv_type),
+                      err);
     if (!c->kv) {
         ctx_free(c);
         return NULL;
@@ -301,6 +314,22 @@ void ctx_set_precision(qw_ctx *c, qw_precision p) {
 }
 
 qw_precision ctx_precision(const qw_ctx *c) { return c->precision; }
+qw_kv_type ctx_kv_type(const qw_ctx *c) { return c->kv_type; }
+
+static const char *const k_kv_type_names[QW_KV_TYPE_COUNT] = {"f32", "f16", "bf16"};
+
+const char *qw_kv_type_name(qw_kv_type t) {
+    return (int)t >= 0 && t < QW_KV_TYPE_COUNT ? k_kv_type_names[t] : "?";
+}
+
+int qw_kv_type_parse(const char *s, qw_kv_type *out) {
+    for (int t = 0; s && t < QW_KV_TYPE_COUNT; t++)
+        if (!strcmp(s, k_kv_type_names[t])) {
+            *out = (qw_kv_type)t;
+            return 0;
+        }
+    return -1;
+}
 
 int ctx_n_ctx(const qw_ctx *c) { return c->n_ctx; }
 int ctx_n_slots(const qw_ctx *c) { return c->n_slots; }
@@ -308,7 +337,7 @@ int ctx_max_batch(const qw_ctx *c) { return c->max_batch; }
 const qw_model *ctx_model(const qw_ctx *c) { return c->m; }
 qw_kv *ctx_kv(qw_ctx *c) { return c->kv; }
 int64_t ctx_kv_bytes_per_token(const qw_ctx *c) {
-    return 2 * (int64_t)c->m->cfg.n_layers * c->kv_dim * (int64_t)sizeof(float);
+    return 2 * (int64_t)c->m->cfg.n_layers * c->kv_dim * qw_kv_type_size(c->kv_type);
 }
 float *ctx_logits(qw_ctx *c, int r) { return c->logits + (int64_t)r * c->m->cfg.vocab; }
 
@@ -461,6 +490,7 @@ static void att_run(void *arg, int tid, int nth) {
     int hd = c->hd, group = c->nh / c->nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
     float *S = c->scores + (int64_t)tid * group * c->n_ctx;
+    qw_attn_fn attn = qw_attn_for(K, c->kv_type);
     /* With fewer (token, kv head) pairs than threads (decode on a many-core
      * machine), the query heads of a group are split among threads too. */
     int64_t pairs = (int64_t)b->n * c->nkv;
@@ -478,7 +508,7 @@ static void att_run(void *arg, int tid, int nth) {
         int64_t qoff = (int64_t)t * c->q_dim + ((int64_t)g * group + h0) * hd;
         qw_kv_rows rows = {kv_slot_pages(c->kv, slot), base, base + c->nkv * c->head_stride, hd, c->page_shift};
         /* q, att: [nq][hd]; cache rows 0..pos through the slot's pages */
-        K->attn(c->att + qoff, c->q + qoff, nq, hd, &rows, pos + 1, scale, S);
+        attn(c->att + qoff, c->q + qoff, nq, hd, &rows, pos + 1, scale, S);
     }
 }
 
@@ -543,9 +573,15 @@ static void qkv_finish(qw_ctx *c, const qw_layer *L, const qw_batch *b, int l, i
         float *page = (float *)kv_slot_pages(c->kv, slot)[pos >> c->page_shift];
         int64_t row = (int64_t)(pos & (c->page_rows - 1)) * hd;
         for (int g = 0; g < c->nkv; g++) {
-            int64_t base = l * c->layer_stride + g * c->head_stride + row;
-            memcpy(page + base, k + (int64_t)g * hd, (size_t)hd * sizeof(float));
-            memcpy(page + base + c->nkv * c->head_stride, v + (int64_t)g * hd, (size_t)hd * sizeof(float));
+            int64_t base = l * c->layer_stride + g * c->head_stride + row, vb = base + c->nkv * c->head_stride;
+            if (c->kv_type == QW_KV_F32) {
+                memcpy(page + base, k + (int64_t)g * hd, (size_t)hd * sizeof(float));
+                memcpy(page + vb, v + (int64_t)g * hd, (size_t)hd * sizeof(float));
+            } else { /* rounded once, here: every later read sees the same bits */
+                uint16_t *p16 = (uint16_t *)(void *)page;
+                K->kv_store16[c->kv_type](p16 + base, k + (int64_t)g * hd, hd);
+                K->kv_store16[c->kv_type](p16 + vb, v + (int64_t)g * hd, hd);
+            }
         }
     }
 }

@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "runtime/pool.h"
 
@@ -60,6 +61,21 @@ int qw_precision_parse(const char *s, qw_precision *out);
 #define QW_KV_PAGE_ROWS 64
 qw_ctx *ctx_create(const qw_model *m, int n_slots, int n_ctx, int max_batch, qw_err *err);
 qw_ctx *ctx_create_paged(const qw_model *m, int n_slots, int n_ctx, int max_batch, int page_rows, qw_err *err);
+/* The same with K and V stored as kv_type (kernels.h: qw_kv_type; the two
+ * above store float32). A 16-bit cache halves the KV memory; each K/V
+ * value is rounded once when stored, so batch invariance and the prefix
+ * cache's bit-identical reuse hold as with float32. --precision exact
+ * uses float32 (qw_kv_type_resolve). */
+qw_ctx *ctx_create_kv(const qw_model *m, int n_slots, int n_ctx, int max_batch, int page_rows, qw_kv_type kv_type,
+                      qw_err *err);
+qw_kv_type ctx_kv_type(const qw_ctx *c);
+/* The CLI's --kv-type under --precision fast when none is given (exact:
+ * f32). docs/PERFORMANCE.md (16-bit KV) has the measurements behind it. */
+#define QW_KV_TYPE_FAST_DEFAULT QW_KV_F16
+
+/* "f32" / "f16" / "bf16"; qw_kv_type_parse: 0 and *out set, or -1. */
+const char *qw_kv_type_name(qw_kv_type t);
+int qw_kv_type_parse(const char *s, qw_kv_type *out);
 void ctx_free(qw_ctx *c);
 /* Precision of the following forward() calls (ctx_create: FAST); logs it. */
 void ctx_set_precision(qw_ctx *c, qw_precision p);
@@ -70,7 +86,7 @@ int ctx_max_batch(const qw_ctx *c);
 const qw_model *ctx_model(const qw_ctx *c);
 /* The paged KV cache (engine thread only: the scheduler's prefix cache). */
 struct qw_kv *ctx_kv(qw_ctx *c);
-/* KV cache bytes one position takes: 2 (K, V) x layers x kv heads x head_dim x 4. */
+/* KV cache bytes one position takes: 2 (K, V) x layers x kv heads x head_dim x 4 (2 for a 16-bit cache). */
 int64_t ctx_kv_bytes_per_token(const qw_ctx *c);
 
 /* Run the batch. Returns 0 and fills the logits rows (one per token with

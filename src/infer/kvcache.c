@@ -19,7 +19,7 @@
 enum { PG_FREE, PG_PRIVATE, PG_PENDING, PG_READY };
 
 typedef struct kv_page {
-    float *data;      /* page_floats floats, then page_rows token ids; NULL: none */
+    float *data;      /* kv_bytes of K and V (floats or 16-bit), then page_rows token ids; NULL: none */
     uint64_t hash, parent;
     int refs;         /* slot tables holding the page */
     int writer;       /* PENDING: the slot computing it, -1 = nobody */
@@ -30,8 +30,8 @@ typedef struct kv_page {
 
 struct qw_kv {
     int n_slots, n_ctx, page_rows, shift, per_slot;
-    int64_t page_floats;
-    int64_t page_bytes;  /* floats and token ids */
+    int64_t kv_bytes;    /* K and V of a page: page_elems elements of elem_bytes, rounded up to 8 */
+    int64_t page_bytes;  /* K and V and token ids */
     int32_t *tab_id;     /* [n_slots][per_slot] page ids, -1 = none */
     float **tab_ptr;     /* [n_slots][per_slot] their data */
     int *adv;            /* [n_slots] pages below this were made READY by kv_slot_advance */
@@ -46,7 +46,9 @@ struct qw_kv {
     uint64_t cow, evictions;
 };
 
-static int32_t *page_toks(const qw_kv *kv, int32_t id) { return (int32_t *)(kv->pg[id].data + kv->page_floats); }
+static int32_t *page_toks(const qw_kv *kv, int32_t id) {
+    return (int32_t *)(void *)((char *)kv->pg[id].data + kv->kv_bytes);
+}
 
 /* splitmix64's finaliser: every input bit moves every output bit. */
 static uint64_t mix64(uint64_t x) {
@@ -63,10 +65,11 @@ uint64_t kv_page_hash(uint64_t parent, const int32_t *toks, int n) {
     return h;
 }
 
-qw_kv *kv_create(int n_slots, int n_ctx, int page_rows, int64_t page_floats, qw_err *err) {
-    if (n_slots < 1 || n_ctx < 1 || page_rows < 1 || (page_rows & (page_rows - 1)) || page_floats < 1) {
-        qw_errf(err, "kv_create: %d slots, context %d, pages of %d rows (a power of two) and %lld floats", n_slots,
-                n_ctx, page_rows, (long long)page_floats);
+qw_kv *kv_create(int n_slots, int n_ctx, int page_rows, int64_t page_elems, int elem_bytes, qw_err *err) {
+    if (n_slots < 1 || n_ctx < 1 || page_rows < 1 || (page_rows & (page_rows - 1)) || page_elems < 1 ||
+        (elem_bytes != 2 && elem_bytes != 4)) {
+        qw_errf(err, "kv_create: %d slots, context %d, pages of %d rows (a power of two) and %lld elements of %d bytes",
+                n_slots, n_ctx, page_rows, (long long)page_elems, elem_bytes);
         return NULL;
     }
     qw_kv *kv = calloc(1, sizeof *kv);
@@ -76,8 +79,8 @@ qw_kv *kv_create(int n_slots, int n_ctx, int page_rows, int64_t page_floats, qw_
     kv->page_rows = page_rows;
     while ((1 << kv->shift) < page_rows) kv->shift++;
     kv->per_slot = (n_ctx + page_rows - 1) / page_rows;
-    kv->page_floats = page_floats;
-    kv->page_bytes = page_floats * (int64_t)sizeof(float) + (int64_t)page_rows * (int64_t)sizeof(int32_t);
+    kv->kv_bytes = (page_elems * elem_bytes + 7) / 8 * 8; /* the token ids after it stay aligned */
+    kv->page_bytes = kv->kv_bytes + (int64_t)page_rows * (int64_t)sizeof(int32_t);
     kv->free_head = kv->lru_head = kv->lru_tail = -1;
     kv->warm_max = n_slots;
     size_t cells = (size_t)n_slots * (size_t)kv->per_slot;
@@ -288,7 +291,7 @@ float *kv_prepare_write(qw_kv *kv, int slot, int pos) {
     if (old >= 0) {
         /* copy on write: the rows below pos (and any above, which the
          * sequence overwrites before reading) stay as they were */
-        memcpy(kv->pg[id].data, kv->pg[old].data, (size_t)kv->page_floats * sizeof(float));
+        memcpy(kv->pg[id].data, kv->pg[old].data, (size_t)kv->kv_bytes);
         kv->cow++;
     }
     page_ref(kv, id);

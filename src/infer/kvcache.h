@@ -41,9 +41,11 @@
 typedef struct qw_kv qw_kv;
 
 /* n_slots sequences of up to n_ctx positions; pages of page_rows positions
- * (a power of two) of page_floats floats each. Allocates the slot tables
- * only. NULL with a message on bad sizes or out of memory. */
-qw_kv *kv_create(int n_slots, int n_ctx, int page_rows, int64_t page_floats, qw_err *err);
+ * (a power of two) of page_elems K and V elements of elem_bytes each (4:
+ * float32, 2: a 16-bit KV cache). A page's base pointer is typed float *
+ * whatever the element; 64-byte aligned. Allocates the slot tables only.
+ * NULL with a message on bad sizes or out of memory. */
+qw_kv *kv_create(int n_slots, int n_ctx, int page_rows, int64_t page_elems, int elem_bytes, qw_err *err);
 void kv_free(qw_kv *kv);
 
 int kv_page_rows(const qw_kv *kv);

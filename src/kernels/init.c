@@ -73,6 +73,10 @@ static void lay_over(qw_kernels *dst, const qw_kernels *src) {
         LAY(matmul_bf16act[t]);
         LAY(to_f32[t]);
     }
+    for (int t = 0; t < QW_KV_TYPE_COUNT; t++) {
+        LAY(attn16[t]);
+        LAY(kv_store16[t]);
+    }
     LAY(quantize_qa8);
     LAY(to_bf16);
     LAY(quantize_q8_0);

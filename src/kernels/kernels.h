@@ -198,15 +198,27 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
 typedef void (*qw_matmul_bf16act_fn)(float *Y, int64_t ldy, const uint16_t *XB, int64_t ldxb, int64_t n,
                                      const void *W, int64_t k, int64_t o0, int64_t o1);
 
+/* How the KV cache stores K and V (--kv-type): float32, or 16-bit rounded
+ * to nearest even when stored (IEEE binary16, or bf16: the top half of a
+ * float32). A 16-bit cache value converts to float32 exactly, so the
+ * attention kernels for 16-bit rows do the float operations of the float32
+ * kernel on the converted values: a 16-bit cache gives the bits of a float32
+ * cache holding the rounded values. */
+typedef enum { QW_KV_F32 = 0, QW_KV_F16 = 1, QW_KV_BF16 = 2, QW_KV_TYPE_COUNT } qw_kv_type;
+
+/* Bytes of one cached element of type t (4 or 2). */
+static inline int qw_kv_type_size(qw_kv_type t) { return t == QW_KV_F32 ? 4 : 2; }
+
 /* Where the attention kernel finds cache row p: rows live in pages of
  * 1 << shift rows (the paged KV cache, infer/kvcache.h); within a page, K
- * rows start k_off floats after the page's base, V rows v_off floats, and
- * consecutive rows are ld floats apart. A contiguous cache is one page with
- * a shift larger than any row index. */
+ * rows start k_off elements after the page's base, V rows v_off elements,
+ * and consecutive rows are ld elements apart; an element is a float (the
+ * attn kernel) or a uint16_t (attn16: binary16 or bf16 bits). A contiguous
+ * cache is one page with a shift larger than any row index. */
 typedef struct qw_kv_rows {
-    const float *const *pages; /* [ceil(n / (1 << shift))] page base pointers */
-    int64_t k_off, v_off;      /* floats from a page's base to its row 0 of K / of V */
-    int64_t ld;                /* floats between consecutive rows of a page */
+    const float *const *pages; /* [ceil(n / (1 << shift))] page base pointers (16-bit rows: cast) */
+    int64_t k_off, v_off;      /* elements from a page's base to its row 0 of K / of V */
+    int64_t ld;                /* elements between consecutive rows of a page */
     int shift;                 /* log2 of the rows per page, 0..62 */
 } qw_kv_rows;
 
@@ -214,6 +226,16 @@ typedef struct qw_kv_rows {
 static inline const float *qw_kv_row(const qw_kv_rows *kv, int64_t off, int64_t p) {
     return kv->pages[p >> kv->shift] + off + (p & (((int64_t)1 << kv->shift) - 1)) * kv->ld;
 }
+
+/* The same for a cache of 16-bit elements. */
+static inline const uint16_t *qw_kv_row16(const qw_kv_rows *kv, int64_t off, int64_t p) {
+    return (const uint16_t *)(const void *)kv->pages[p >> kv->shift] + off +
+           (p & (((int64_t)1 << kv->shift) - 1)) * kv->ld;
+}
+
+/* The attention kernel's signature (qw_kernels.attn below). */
+typedef void (*qw_attn_fn)(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                           float scale, float *S);
 
 typedef struct qw_kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
@@ -261,9 +283,21 @@ typedef struct qw_kernels {
      * splitting a group's heads over threads, or running a token alone or
      * in a batch, gives the same bits; and whatever the page size, so a
      * paged cache gives the bits of a contiguous one. */
-    void (*attn)(float *out, const float *q, int64_t nq, int64_t hd, const struct qw_kv_rows *kv, int64_t n,
-                 float scale, float *S);
+    qw_attn_fn attn;
+    /* The same over 16-bit K and V (qw_kv_row16), indexed by qw_kv_type
+     * (attn16[QW_KV_F32] is NULL; use qw_attn_for): out is bit for bit
+     * what attn gives on a float32 copy of the rows (the conversion is
+     * exact), so the invariances above hold as they are. */
+    qw_attn_fn attn16[QW_KV_TYPE_COUNT];
+    /* Round n floats to the 16-bit type t (QW_KV_F16 or QW_KV_BF16), to
+     * nearest even: the KV cache's store. */
+    void (*kv_store16[QW_KV_TYPE_COUNT])(uint16_t *y, const float *x, int64_t n);
 } qw_kernels;
+
+/* The attention kernel of level K for a cache of type t. */
+static inline qw_attn_fn qw_attn_for(const qw_kernels *K, qw_kv_type t) {
+    return t == QW_KV_F32 ? K->attn : K->attn16[t];
+}
 
 /* Detect the CPU and select the best level (or the one QWENC_ISA names).
  * Returns 0, or -1 with a message when QWENC_ISA names an unknown or

@@ -29,6 +29,7 @@ typedef struct qw_engine_opts {
     int need_tokenizer; /* 1: fail if the folder has no tokenizer */
     int quant;          /* qw_dtype to quantize to at load (QW_Q8_0), or -1 */
     int precision;      /* qw_precision of the forward passes (0 = fast) */
+    int kv_type;        /* qw_kv_type of the KV cache (0 = f32) */
     int spec_k;         /* speculative decoding: most n-gram drafts per step; 0 = off */
     long cache_mb;      /* prefix cache (sched.h) budget in MB; 0 = off; < 0 = default:
                            room for max(parallel, 8) x n_ctx tokens of KV, at most 1/8

@@ -10,7 +10,10 @@
  * with the weights at an odd byte address. Block types
  * (check_block_types_match_f32): bitwise the level's own F32 matmul of the
  * dequantized weights. Attention (check_attn): against
- * float64 and ref, and each head's bits independent of the other heads.
+ * float64 and ref, and each head's bits independent of the other heads;
+ * the same for a 16-bit cache (f16, bf16), whose result must also be the
+ * level's float32 kernel's bits on the same values; the 16-bit KV store
+ * bitwise the reference's rounding (check_kv_store).
  *
  * Tolerances (u = FLT_EPSILON / 2, the float32 unit roundoff):
  *  - sums of k products (matmul): any summation order, with or without
@@ -500,14 +503,21 @@ static void check_exp_kernels(const qw_kernels *L) {
 /* Cache rows in pages of 1 << shift rows (kernels.h: qw_kv_rows), built
  * from contiguous K, V (n rows of stride ld): each page its own allocation
  * with K at an odd offset and V after a gap, so that reading across a page
- * edge as if the rows were contiguous would read garbage. */
+ * edge as if the rows were contiguous would read garbage. Elements of type
+ * t: float32, or 16-bit (K, V must then hold values of that type: they are
+ * stored with the reference's rounding, which keeps them; NaN stays NaN). */
 typedef struct paged {
     float **pages;
     int64_t n_pages;
     qw_kv_rows kv;
 } paged;
 
-static void paged_build(paged *pg, const float *K, const float *V, int64_t n, int64_t ld, int shift) {
+static void paged_store(float *pgb, int64_t at, const float *x, int64_t n, qw_kv_type t) {
+    if (t == QW_KV_F32) memcpy(pgb + at, x, (size_t)n * 4);
+    else g_ref->kv_store16[t]((uint16_t *)(void *)pgb + at, x, n);
+}
+
+static void paged_build_t(paged *pg, const float *K, const float *V, int64_t n, int64_t ld, int shift, qw_kv_type t) {
     int64_t rows = shift >= 40 ? n : (int64_t)1 << shift;
     pg->n_pages = (n + rows - 1) / rows;
     pg->pages = malloc((size_t)pg->n_pages * sizeof(float *));
@@ -519,13 +529,17 @@ static void paged_build(paged *pg, const float *K, const float *V, int64_t n, in
     for (int64_t i = 0; i < pg->n_pages; i++) {
         int64_t size = pg->kv.v_off + rows * ld + 5;
         float *pgb = malloc((size_t)size * 4);
-        for (int64_t j = 0; j < size; j++) pgb[j] = NAN;
+        memset(pgb, 0xff, (size_t)size * 4); /* all-ones: NaN as a float, an f16 and a bf16 */
         for (int64_t r = 0; r < rows && i * rows + r < n; r++) {
-            memcpy(pgb + pg->kv.k_off + r * ld, K + (i * rows + r) * ld, (size_t)ld * 4);
-            memcpy(pgb + pg->kv.v_off + r * ld, V + (i * rows + r) * ld, (size_t)ld * 4);
+            paged_store(pgb, pg->kv.k_off + r * ld, K + (i * rows + r) * ld, ld, t);
+            paged_store(pgb, pg->kv.v_off + r * ld, V + (i * rows + r) * ld, ld, t);
         }
         pg->pages[i] = pgb;
     }
+}
+
+static void paged_build(paged *pg, const float *K, const float *V, int64_t n, int64_t ld, int shift) {
+    paged_build_t(pg, K, V, n, ld, shift, QW_KV_F32);
 }
 
 static void paged_free(paged *pg) {
@@ -554,7 +568,10 @@ static void paged_free(paged *pg) {
  *    the forward pass does when it splits a group over threads);
  *  - bitwise equal to the same rows in one contiguous page (the paged KV
  *    cache must not change a bit of the logits). */
-static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, int64_t ld, float qmag, int shift) {
+static void attn_case_t(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, int64_t ld, float qmag, int shift,
+                        qw_kv_type t) {
+    qw_attn_fn attn = qw_attn_for(L, t), attn_ref = qw_attn_for(g_ref, t);
+    const char *tn = t == QW_KV_F32 ? "f32" : t == QW_KV_F16 ? "f16" : "bf16";
     const double u = FLT_EPSILON / 2;
     float *qb = malloc((size_t)(nq * hd + 1) * 4), *K = malloc((size_t)(n * ld) * 4);
     float *V = malloc((size_t)(n * ld) * 4), *ob = malloc((size_t)(nq * hd + 9) * 4);
@@ -568,14 +585,24 @@ static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, in
         K[i] = gap ? NAN : frand();
         V[i] = gap ? NAN : frand() * 2;
     }
-    paged pg, one;
-    paged_build(&pg, K, V, n, ld, shift);
-    paged_build(&one, K, V, n, ld, 62);
+    if (t != QW_KV_F32) { /* the values a 16-bit cache holds: the oracle below uses them */
+        uint16_t h;
+        for (int64_t i = 0; i < n * ld; i++) {
+            g_ref->kv_store16[t](&h, K + i, 1);
+            K[i] = t == QW_KV_F16 ? qw_f16_to_f32(h) : qw_bf16_to_f32(h);
+            g_ref->kv_store16[t](&h, V + i, 1);
+            V[i] = t == QW_KV_F16 ? qw_f16_to_f32(h) : qw_bf16_to_f32(h);
+        }
+    }
+    paged pg, one, f32;
+    paged_build_t(&pg, K, V, n, ld, shift, t);
+    paged_build_t(&one, K, V, n, ld, 62, t);
+    paged_build(&f32, K, V, n, ld, shift);
     for (int64_t i = 0; i < nq * hd + 9; i++) ob[i] = SENTINEL;
     for (int64_t i = 0; i < nq * n; i++) S[i] = 1e30f;
-    L->attn(out, q, nq, hd, &pg.kv, n, scale, S);
+    attn(out, q, nq, hd, &pg.kv, n, scale, S);
     for (int64_t i = 0; i < nq * n; i++) S[i] = -7.0f;
-    g_ref->attn(orf, q, nq, hd, &pg.kv, n, scale, S);
+    attn_ref(orf, q, nq, hd, &pg.kv, n, scale, S);
     int bad = 0, bad_guard = 0, bad_split = 0;
     CHECK(ob[0] == SENTINEL, "%s attn wrote before out", L->name);
     for (int64_t i = nq * hd + 1; i < nq * hd + 9; i++)
@@ -586,9 +613,9 @@ static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, in
         for (int64_t p = 0; p < n; p++) {
             double a = 0, ab = 0;
             for (int64_t i = 0; i < hd; i++) {
-                double t = (double)q[h * hd + i] * K[p * ld + i];
-                a += t;
-                ab += fabs(t);
+                double pr = (double)q[h * hd + i] * K[p * ld + i];
+                a += pr;
+                ab += fabs(pr);
             }
             sc[p] = a * scale;
             dl[p] = 1.01 * (double)hd * u * ab * scale + u * fabs(sc[p]);
@@ -611,34 +638,40 @@ static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, in
             double got = out[h * hd + d], e1 = fabs(got - ex), e2 = fabs(got - orf[h * hd + d]);
             if (!(e1 <= tol) || !(e2 <= 2 * tol)) {
                 if (g_fail_prints++ < 10)
-                    fprintf(stderr, "  %s attn nq=%lld hd=%lld n=%lld h=%lld d=%lld: got %.9g ref %.9g exact %.9g tol %.3g\n",
-                            L->name, (long long)nq, (long long)hd, (long long)n, (long long)h, (long long)d, got,
+                    fprintf(stderr, "  %s attn %s nq=%lld hd=%lld n=%lld h=%lld d=%lld: got %.9g ref %.9g exact %.9g tol %.3g\n",
+                            L->name, tn, (long long)nq, (long long)hd, (long long)n, (long long)h, (long long)d, got,
                             orf[h * hd + d], ex, tol);
                 bad++;
             }
         }
         /* the same head alone */
-        L->attn(o1, q + h * hd, 1, hd, &pg.kv, n, scale, S);
+        attn(o1, q + h * hd, 1, hd, &pg.kv, n, scale, S);
         if (memcmp(o1, out + h * hd, (size_t)hd * 4) != 0) bad_split++;
     }
     int64_t a = nq / 2;
     if (a > 0) {
-        L->attn(o2, q, a, hd, &pg.kv, n, scale, S);
-        L->attn(o2 + a * hd, q + a * hd, nq - a, hd, &pg.kv, n, scale, S);
+        attn(o2, q, a, hd, &pg.kv, n, scale, S);
+        attn(o2 + a * hd, q + a * hd, nq - a, hd, &pg.kv, n, scale, S);
         if (memcmp(o2, out, (size_t)(nq * hd) * 4) != 0) bad_split++;
     }
-    L->attn(o2, q, nq, hd, &one.kv, n, scale, S);
+    attn(o2, q, nq, hd, &one.kv, n, scale, S);
     int bad_paging = memcmp(o2, out, (size_t)(nq * hd) * 4) != 0;
-    CHECK(bad == 0, "%s attn nq=%lld hd=%lld n=%lld ld=%lld: %d bad", L->name, (long long)nq, (long long)hd,
+    /* a 16-bit cache gives the float32 kernel's bits on the same values */
+    L->attn(o2, q, nq, hd, &f32.kv, n, scale, S);
+    int bad_f32 = memcmp(o2, out, (size_t)(nq * hd) * 4) != 0;
+    CHECK(bad == 0, "%s attn %s nq=%lld hd=%lld n=%lld ld=%lld: %d bad", L->name, tn, (long long)nq, (long long)hd,
           (long long)n, (long long)ld, bad);
-    CHECK(bad_guard == 0, "%s attn nq=%lld hd=%lld n=%lld wrote past out", L->name, (long long)nq, (long long)hd,
-          (long long)n);
-    CHECK(bad_split == 0, "%s attn nq=%lld hd=%lld n=%lld: a head's bits depend on the other heads", L->name,
+    CHECK(bad_guard == 0, "%s attn %s nq=%lld hd=%lld n=%lld wrote past out", L->name, tn, (long long)nq,
+          (long long)hd, (long long)n);
+    CHECK(bad_split == 0, "%s attn %s nq=%lld hd=%lld n=%lld: a head's bits depend on the other heads", L->name, tn,
           (long long)nq, (long long)hd, (long long)n);
-    CHECK(bad_paging == 0, "%s attn nq=%lld hd=%lld n=%lld: pages of %lld rows change the bits", L->name,
+    CHECK(bad_paging == 0, "%s attn %s nq=%lld hd=%lld n=%lld: pages of %lld rows change the bits", L->name, tn,
           (long long)nq, (long long)hd, (long long)n, (long long)1 << shift);
+    CHECK(bad_f32 == 0, "%s attn %s nq=%lld hd=%lld n=%lld: not the float32 kernel's bits on the same values",
+          L->name, tn, (long long)nq, (long long)hd, (long long)n);
     paged_free(&pg);
     paged_free(&one);
+    paged_free(&f32);
     free(sc);
     free(dl);
     free(qb);
@@ -656,6 +689,31 @@ static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, in
  * 64-position V blocks, nq around the 4-head V tiles and the 32-head
  * chunks; peaked (qmag 8) and flat (qmag 0.1) softmaxes; pages of 1 row (a
  * page edge inside every tile), 4, 8, 64 (the KV cache's) and one page. */
+static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, int64_t ld, float qmag, int shift) {
+    for (int t = 0; t < QW_KV_TYPE_COUNT; t++) attn_case_t(L, nq, hd, n, ld, qmag, shift, (qw_kv_type)t);
+}
+
+/* The 16-bit KV store: bitwise the reference's rounding (nearest even;
+ * f16 overflow to inf, subnormals, signed zeros, inf, NaN) on lengths
+ * around the 8-float vector, unaligned. */
+static void check_kv_store(const qw_kernels *L) {
+    static const float special[] = {0.0f, -0.0f, 65504.0f, 65520.0f, -1e6f, 1e-7f, -3e-8f, 6.1e-5f, 1e-40f,
+                                    INFINITY, -INFINITY, NAN, 1.0009765625f, 1.00048828125f, 3.4e38f};
+    for (int t = QW_KV_F16; t < QW_KV_TYPE_COUNT; t++)
+        for (int64_t n = 0; n <= 41; n += n < 18 ? 1 : 23) {
+            float x[64];
+            uint16_t y[66], yr[66];
+            for (int64_t i = 0; i < n; i++)
+                x[i] = i % 3 == 0 ? special[(i / 3) % (sizeof special / sizeof special[0])] : frand() * 100.0f;
+            memset(y, 0xab, sizeof y);
+            memset(yr, 0xab, sizeof yr);
+            L->kv_store16[t](y + 1, x, n);
+            g_ref->kv_store16[t](yr + 1, x, n);
+            CHECK(memcmp(y, yr, sizeof y) == 0, "%s kv_store16[%s] n=%lld: not the reference's bits", L->name,
+                  t == QW_KV_F16 ? "f16" : "bf16", (long long)n);
+        }
+}
+
 static void check_attn(const qw_kernels *L) {
     static const int64_t hds[] = {1, 3, 8, 12, 16, 17, 24, 64, 67, 128};
     static const int64_t ns[] = {1, 2, 3, 5, 8, 9, 15, 63, 64, 65, 129, 300};
@@ -711,10 +769,13 @@ static void check_tables(void) {
             if (L->matmul_bf16act[t] && qw_type((qw_dtype)t)->act != QW_ACT_BF16) wrong_q++;
         }
         missing += !L->quantize_qa8 + !L->to_bf16 + !L->quantize_q8_0 + !L->rmsnorm + !L->silu_mul + !L->add + !L->attn;
+        for (int t = QW_KV_F16; t < QW_KV_TYPE_COUNT; t++) missing += !L->attn16[t] + !L->kv_store16[t];
         CHECK(missing == 0, "%s: %d table entries missing", L->name, missing);
         CHECK(wrong_q == 0, "%s: %d integer / bf16 kernels disagree with qw_type's activation format", L->name, wrong_q);
         if (L != ref)
             CHECK(L->matmul[QW_F32] != ref->matmul[QW_F32] && L->rmsnorm != ref->rmsnorm && L->attn != ref->attn &&
+                      L->attn16[QW_KV_F16] != ref->attn16[QW_KV_F16] &&
+                      L->attn16[QW_KV_BF16] != ref->attn16[QW_KV_BF16] &&
                       L->matmul_q[QW_Q8_0] != ref->matmul_q[QW_Q8_0],
                   "%s: its own families are installed", L->name);
     }
@@ -777,6 +838,7 @@ int main(void) {
         check_batch_invariance(L);
         check_block_types_match_f32(L);
         check_attn(L);
+        check_kv_store(L);
         printf("level %s: %s\n", names[i], test_failed_ == before ? "ok" : "FAILED");
     }
     return test_summary();

@@ -10,7 +10,11 @@
  *   - the LRU budget drops a chain's last pages first;
  *   - claimed pages make later slots wait until written, and a waiter takes
  *     over pages whose writer went away;
- *   - budget 0: no lookups, no claims, pages freed at release.
+ *   - budget 0: no lookups, no claims, pages freed at release;
+ *   - 16-bit pages (--kv-type f16|bf16): half the bytes, counted so in the
+ *     stats and the budget; copy on write copies every 16-bit element and
+ *     the page's token ids still find it (an odd element count pads the
+ *     ids to 8 bytes); a bad element size is an error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +29,7 @@
 
 static qw_kv *make(int n_slots, int64_t budget) {
     qw_err err;
-    qw_kv *kv = kv_create(n_slots, N_CTX, P, FLOATS, &err);
+    qw_kv *kv = kv_create(n_slots, N_CTX, P, FLOATS, 4, &err);
     CHECK(kv != NULL, "kv_create: %s", kv ? "" : err.msg);
     if (kv) kv_set_cache_budget(kv, budget);
     return kv;
@@ -181,7 +185,52 @@ static void test_pending(void) {
     kv_free(kv);
 }
 
+/* 16-bit pages: ELEMS16 uint16 elements (odd: the token ids after them
+ * must stay aligned), every one marked, so a copy that moved only half the
+ * bytes (page_floats * 4 of a 2-byte cache, or the reverse) shows. */
+#define ELEMS16 37
+static void test_16bit(void) {
+    qw_err err;
+    CHECK(kv_create(2, N_CTX, P, ELEMS16, 3, &err) == NULL && strstr(err.msg, "3 bytes"),
+          "an element of 3 bytes is refused: %s", err.msg);
+    qw_kv *kv = kv_create(4, N_CTX, P, ELEMS16, 2, &err);
+    CHECK(kv != NULL, "kv_create 16-bit: %s", kv ? "" : err.msg);
+    if (!kv) return;
+    kv_set_cache_budget(kv, 1 << 20);
+    int32_t t[3 * P];
+    toks_of(t, 3 * P, 5);
+    for (int p = 0; p < 2 * P; p++) {
+        uint16_t *pg = (uint16_t *)(void *)kv_prepare_write(kv, 0, p);
+        CHECK(pg != NULL && ((uintptr_t)pg & 63) == 0, "16-bit page aligned");
+        if (pg)
+            for (int e = 0; e < ELEMS16; e++) pg[e] = (uint16_t)(1000 * (p / P + 1) + e);
+    }
+    qw_kv_stats st;
+    kv_stats(kv, &st);
+    int64_t pb = (ELEMS16 * 2 + 7) / 8 * 8 + P * 4;
+    CHECK(st.page_bytes == pb && st.bytes == 2 * pb, "16-bit page of %lld bytes (want %lld), %lld in all",
+          (long long)st.page_bytes, (long long)pb, (long long)st.bytes);
+    kv_slot_release(kv, 0, t, 2 * P);
+    CHECK(kv_prefix_map(kv, 1, t, 3 * P) == 2 * P, "16-bit pages found again by their token ids");
+    const uint16_t *shared = (const uint16_t *)(const void *)kv_slot_pages(kv, 1)[1];
+    uint16_t *w = (uint16_t *)(void *)kv_prepare_write(kv, 1, P + 2);
+    int same = w && w != shared;
+    for (int e = 0; same && e < ELEMS16; e++) same = w[e] == 2000 + e;
+    CHECK(same, "copy on write copies all %d 16-bit elements", ELEMS16);
+    if (w) w[ELEMS16 - 1] = 7;
+    CHECK(kv_prefix_map(kv, 2, t, 3 * P) == 2 * P &&
+              ((const uint16_t *)(const void *)kv_slot_pages(kv, 2)[1])[ELEMS16 - 1] == 2000 + ELEMS16 - 1,
+          "the cached 16-bit page is unchanged by the copy's write");
+    kv_slot_release(kv, 1, NULL, 0);
+    kv_slot_release(kv, 2, NULL, 0);
+    kv_set_cache_budget(kv, pb);
+    kv_stats(kv, &st);
+    CHECK(st.pages_cached == 1, "a budget of one 16-bit page keeps one: %lld", (long long)st.pages_cached);
+    kv_free(kv);
+}
+
 int main(void) {
+    test_16bit();
     test_on_demand();
     test_hash();
     test_map_cow_evict();

@@ -65,17 +65,39 @@ INLINE float fma1(float a, float b, float c) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
 }
 
+/* Cache elements of type T (qw_kv_type, a constant in every caller): rows
+ * are addressed as bytes; ld8 / ld1 give floats, the 16-bit types
+ * converted exactly (F16C's vcvtph2ps; bf16 is a 16-bit shift), so every
+ * type runs the float32 kernel's operations. */
+INLINE const char *row_at(const qw_kv_rows *kv, int64_t off, int64_t p, const int T) {
+    return T == QW_KV_F32 ? (const char *)qw_kv_row(kv, off, p) : (const char *)qw_kv_row16(kv, off, p);
+}
+
+INLINE __m256 ld8(const char *row, int64_t i, const int T) {
+    if (T == QW_KV_F32) return _mm256_loadu_ps((const float *)row + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)row + i));
+    if (T == QW_KV_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+INLINE float ld1(const char *row, int64_t i, const int T) {
+    if (T == QW_KV_F32) return ((const float *)(const void *)row)[i];
+    uint16_t h = ((const uint16_t *)(const void *)row)[i];
+    return T == QW_KV_F16 ? qw_f16_to_f32(h) : qw_bf16_to_f32(h);
+}
+
 /* Scores of one head for rows r0..r0+nr-1 (nr <= 8; k[r] points at row
  * r0 + min(r, nr-1)): s[r] = (q . k[r]) * scale. The 8 rows each take one
  * accumulator, the K loads fold into the FMAs and q is loaded once per 8
  * columns; two hsum4x8 give the 8 sums. */
-INLINE void score_rows8(float *s, int64_t nr, const float *const k[8], const float *q, int64_t hd, float scale) {
+INLINE void score_rows8(float *s, int64_t nr, const char *const k[8], const float *q, int64_t hd, float scale,
+                        const int T) {
     __m256 acc[8];
     UNROLL for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
     int64_t i = 0;
     _Pragma("GCC unroll 2") for (; i + 8 <= hd; i += 8) {
         __m256 qv = _mm256_loadu_ps(q + i);
-        UNROLL for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(k[r] + i), qv, acc[r]);
+        UNROLL for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(ld8(k[r], i, T), qv, acc[r]);
     }
     __m128 lo = hsum4x8(acc[0], acc[1], acc[2], acc[3]), hi = hsum4x8(acc[4], acc[5], acc[6], acc[7]);
     __m128 sc = _mm_set1_ps(scale);
@@ -89,7 +111,7 @@ INLINE void score_rows8(float *s, int64_t nr, const float *const k[8], const flo
     _mm_storeu_ps(o + 4, hi);
     for (int64_t r = 0; r < nr; r++) {
         float a = o[r];
-        for (int64_t j = i; j < hd; j++) a = fma1(k[r][j], q[j], a);
+        for (int64_t j = i; j < hd; j++) a = fma1(ld1(k[r], j, T), q[j], a);
         s[r] = a * scale;
     }
 }
@@ -98,7 +120,7 @@ INLINE void score_rows8(float *s, int64_t nr, const float *const k[8], const flo
  * (first block: start from zero). One head, up to 64 dims: DV accumulators,
  * the V loads folded into the FMAs, one broadcast per position. */
 INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
-                   int64_t p1, int64_t d0, int64_t h0, const int DV, int first) {
+                   int64_t p1, int64_t d0, int64_t h0, const int DV, int first, const int T) {
     __m256 acc[8];
     float *o = out + h0 * hd + d0;
     const float *w = S + h0 * n;
@@ -106,22 +128,22 @@ INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, 
     int64_t p = p0;
     for (; p + 2 <= p1; p += 2) { /* two positions per trip; each element's FMAs stay in p order */
         /* the two rows may sit in different pages */
-        const float *v = qw_kv_row(kv, kv->v_off, p) + d0, *v1 = qw_kv_row(kv, kv->v_off, p + 1) + d0;
+        const char *v = row_at(kv, kv->v_off, p, T), *v1 = row_at(kv, kv->v_off, p + 1, T);
         __m256 wa = _mm256_broadcast_ss(w + p), wb = _mm256_broadcast_ss(w + p + 1);
-        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(v + 8 * j), acc[j]);
-        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(v1 + 8 * j), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, ld8(v, d0 + 8 * j, T), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wb, ld8(v1, d0 + 8 * j, T), acc[j]);
     }
     if (p < p1) {
-        const float *v = qw_kv_row(kv, kv->v_off, p) + d0;
+        const char *v = row_at(kv, kv->v_off, p, T);
         __m256 wa = _mm256_broadcast_ss(w + p);
-        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(v + 8 * j), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, ld8(v, d0 + 8 * j, T), acc[j]);
     }
     UNROLL for (int j = 0; j < DV; j++) _mm256_storeu_ps(o + 8 * j, acc[j]);
 }
 
-static void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
-                       int64_t p1, int64_t d0, int64_t h0, int DV, int first) {
-#define VT(dv) v_tile(out, S, n, kv, hd, p0, p1, d0, h0, dv, first)
+INLINE void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
+                       int64_t p1, int64_t d0, int64_t h0, int DV, int first, const int T) {
+#define VT(dv) v_tile(out, S, n, kv, hd, p0, p1, d0, h0, dv, first, T)
     switch (DV) {
     case 8: VT(8); break;
     case 4: VT(4); break;
@@ -132,25 +154,25 @@ static void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *
 }
 
 /* At most MAX_HEADS heads. */
-static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                       float scale, float *S) {
+INLINE void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                       float scale, float *S, const int T) {
+    const int64_t es = T == QW_KV_F32 ? 4 : 2; /* bytes per element */
     /* 1. scores, 8 rows at a time for every head (the rows stay in L1);
      * meanwhile the first PF_V_BYTES of V are prefetched into L2 */
-    int64_t vpf = PF_V_BYTES / (kv->ld * (int64_t)sizeof(float));
+    int64_t vpf = PF_V_BYTES / (kv->ld * es);
     if (vpf > n) vpf = n;
     for (int64_t p = 0; p < n; p += 8) {
         int64_t nr = n - p < 8 ? n - p : 8;
-        const float *k[8];
-        for (int r = 0; r < 8; r++) k[r] = qw_kv_row(kv, kv->k_off, p + (r < nr ? r : nr - 1));
+        const char *k[8];
+        for (int r = 0; r < 8; r++) k[r] = row_at(kv, kv->k_off, p + (r < nr ? r : nr - 1), T);
         for (int64_t h = 0; h < nq; h++) {
             /* prefetches spread over the heads' tiles, one share per head */
             for (int64_t r = p + h * 8 / nq; r < p + (h + 1) * 8 / nq; r++)
-                for (int64_t b = 0; b < hd; b += 16) {
-                    if (r + PF_K_ROWS < n)
-                        _mm_prefetch((const char *)(qw_kv_row(kv, kv->k_off, r + PF_K_ROWS) + b), _MM_HINT_T0);
-                    if (r < vpf) _mm_prefetch((const char *)(qw_kv_row(kv, kv->v_off, r) + b), _MM_HINT_T1);
+                for (int64_t b = 0; b < hd * es; b += 64) {
+                    if (r + PF_K_ROWS < n) _mm_prefetch(row_at(kv, kv->k_off, r + PF_K_ROWS, T) + b, _MM_HINT_T0);
+                    if (r < vpf) _mm_prefetch(row_at(kv, kv->v_off, r, T) + b, _MM_HINT_T1);
                 }
-            score_rows8(S + h * n + p, nr, k, q + h * hd, hd, scale);
+            score_rows8(S + h * n + p, nr, k, q + h * hd, hd, scale, T);
         }
     }
     /* softmax numerators and 1 / sum */
@@ -190,13 +212,13 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
             int64_t left = (hd8 - d0) / 8;
             int DV = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
             for (int64_t h = 0; h < nq; h++)
-                v_tile_any(out, S, n, kv, hd, p0, p1, d0, h, DV, first);
+                v_tile_any(out, S, n, kv, hd, p0, p1, d0, h, DV, first, T);
             d0 += 8 * DV;
         }
         for (int64_t h = 0; h < nq; h++)
             for (int64_t d = hd8; d < hd; d++) {
                 float a = first ? 0.0f : out[h * hd + d];
-                for (int64_t p = p0; p < p1; p++) a = fma1(S[h * n + p], qw_kv_row(kv, kv->v_off, p)[d], a);
+                for (int64_t p = p0; p < p1; p++) a = fma1(S[h * n + p], ld1(row_at(kv, kv->v_off, p, T), d, T), a);
                 out[h * hd + d] = a;
             }
     }
@@ -209,14 +231,41 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
     }
 }
 
-static void attn_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                      float scale, float *S) {
+INLINE void attn_any(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                     float scale, float *S, const int T) {
     for (int64_t h = 0; h < nq; h += MAX_HEADS) {
         int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
-        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S);
+        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S, T);
     }
 }
 
-const qw_kernels kernels_attn_avx2 = {.attn = attn_avx2};
+static void attn_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                      float scale, float *S) {
+    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F32);
+}
+
+static void attn_f16_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                          float scale, float *S) {
+    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F16);
+}
+
+static void attn_bf16_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                           float scale, float *S) {
+    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_BF16);
+}
+
+/* vcvtps2ph rounds to nearest even, as the reference's qw_f32_to_f16. */
+static void store_f16_avx2(uint16_t *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = qw_f32_to_f16(x[i]);
+}
+
+const qw_kernels kernels_attn_avx2 = {
+    .attn = attn_avx2,
+    .attn16 = {[QW_KV_F16] = attn_f16_avx2, [QW_KV_BF16] = attn_bf16_avx2},
+    .kv_store16 = {[QW_KV_F16] = store_f16_avx2},
+};
 
 #endif
