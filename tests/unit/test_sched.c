@@ -3,11 +3,14 @@
  * On a tiny random model written by the project's own synth (no files
  * needed; std 0.3 so that greedy output depends on the whole context):
  *   - forward() is batch-invariant: a slot's logits are bit-identical alone
- *     and in a batch with other slots' decode tokens and prompt chunks;
+ *     and in a batch with other slots' decode tokens and prompt chunks, on
+ *     every ISA level and with every KV type (f32, f16, bf16);
  *   - the scheduler gives a request the same tokens alone as among 7
  *     others, greedy and seeded sampling, with prompts chunked differently;
  *   - the scheduler agrees with gen_run (the single-sequence path);
- *   - speculative decoding (n-gram drafts) gives exactly the plain tokens;
+ *   - speculative decoding (n-gram drafts) gives exactly the plain tokens,
+ *     and the prefix cache bitwise the logits without it, with every KV
+ *     type (16-bit pages mapped, shared and copied on write);
  *   - cancellation frees the slot, a full queue says EFULL, bad prompts
  *     say EINVAL, the context limit ends with LENGTH, stop cancels.
  *
@@ -176,10 +179,12 @@ static float max_rel_diff(const float *a, const float *b, int n) {
 /* Batch invariance of forward(): the logits of one slot's token must not
  * depend on what else is in the batch, bit for bit, whether the batch holds
  * 1, 2 or 12 tokens (the matmul kernels compute every output row with the
- * same operation sequence for any n; see kernels.h). */
-static void test_batch_invariance(qw_model *m, qw_pool *pool) {
+ * same operation sequence for any n; see kernels.h); with the KV cache in
+ * each type (--kv-type). Returns the prompt's last logits in *out (the
+ * caller compares the types). */
+static void test_batch_invariance(qw_model *m, qw_pool *pool, qw_kv_type kt, float *out) {
     qw_err err;
-    qw_ctx *c = ctx_create(m, 4, N_CTX, 64, &err);
+    qw_ctx *c = ctx_create_kv(m, 4, N_CTX, 64, QW_KV_PAGE_ROWS, kt, &err);
     CHECK(c != NULL, "ctx_create: %s", err.msg);
     if (!c) return;
     int32_t p[20];
@@ -196,6 +201,7 @@ static void test_batch_invariance(qw_model *m, qw_pool *pool) {
     b.n = 20;
     CHECK(forward(c, &b, pool, &err) == 0, "forward: %s", err.msg);
     memcpy(ref, ctx_logits(c, 1), VOCAB * sizeof(float));
+    memcpy(out, ref, VOCAB * sizeof(float));
     /* Decode alone (one token in the batch): token 5 at position 20. */
     tok[0] = 5, pos[0] = 20, slot[0] = 0, want[0] = 1;
     b.n = 1;
@@ -210,8 +216,8 @@ static void test_batch_invariance(qw_model *m, qw_pool *pool) {
     b.n = n;
     CHECK(forward(c, &b, pool, &err) == 0, "forward: %s", err.msg);
     CHECK(!memcmp(ref, ctx_logits(c, 1), VOCAB * sizeof(float)),
-          "prompt logits differ alone vs in a mixed batch (max rel diff %g)",
-          max_rel_diff(ref, ctx_logits(c, 1), VOCAB));
+          "%s kv %s: prompt logits differ alone vs in a mixed batch (max rel diff %g)", kernels()->name,
+          qw_kv_type_name(kt), max_rel_diff(ref, ctx_logits(c, 1), VOCAB));
     /* Decode of slot 2 beside one other decode token... */
     n = 0;
     tok[n] = 5, pos[n] = 20, slot[n] = 2, want[n++] = 1;
@@ -229,14 +235,39 @@ static void test_batch_invariance(qw_model *m, qw_pool *pool) {
     b.n = n;
     CHECK(forward(c, &b, pool, &err) == 0, "forward: %s", err.msg);
     CHECK(!memcmp(dec2, ctx_logits(c, 1), VOCAB * sizeof(float)),
-          "decode logits differ between batches of 2 and 12 tokens (max rel diff %g)",
-          max_rel_diff(dec2, ctx_logits(c, 1), VOCAB));
-    CHECK(!memcmp(dec1, dec2, VOCAB * sizeof(float)), "decode logits alone vs batched differ (max rel diff %g)",
-          max_rel_diff(dec1, dec2, VOCAB));
+          "%s kv %s: decode logits differ between batches of 2 and 12 tokens (max rel diff %g)", kernels()->name,
+          qw_kv_type_name(kt), max_rel_diff(dec2, ctx_logits(c, 1), VOCAB));
+    CHECK(!memcmp(dec1, dec2, VOCAB * sizeof(float)), "%s kv %s: decode logits alone vs batched differ (max rel diff %g)",
+          kernels()->name, qw_kv_type_name(kt), max_rel_diff(dec1, dec2, VOCAB));
     free(ref);
     free(dec1);
     free(dec2);
     ctx_free(c);
+}
+
+/* Batch invariance on every level this CPU runs, with every KV type; a
+ * 16-bit cache changes the logits (it is really used) but only a little
+ * (max |diff| relative to the largest logit below 1%, a loose bound for a
+ * tiny random model: the real model's figures are in docs/PERFORMANCE.md). */
+static void test_batch_invariance_levels(qw_model *m, qw_pool *pool) {
+    qw_err err;
+    const char *keep = kernels()->name;
+    const char *const *names = kernels_level_names();
+    float *lg[QW_KV_TYPE_COUNT];
+    for (int t = 0; t < QW_KV_TYPE_COUNT; t++) lg[t] = malloc(VOCAB * sizeof(float));
+    for (int li = 0; names[li]; li++) {
+        if (!kernels_level(names[li])) continue;
+        CHECK(kernels_use(names[li], &err) == 0, "use %s: %s", names[li], err.msg);
+        for (int t = 0; t < QW_KV_TYPE_COUNT; t++) test_batch_invariance(m, pool, (qw_kv_type)t, lg[t]);
+        for (int t = QW_KV_F16; t < QW_KV_TYPE_COUNT; t++) {
+            double rd = max_rel_diff(lg[QW_KV_F32], lg[t], VOCAB);
+            CHECK(memcmp(lg[QW_KV_F32], lg[t], VOCAB * sizeof(float)) != 0 && rd < 0.01,
+                  "%s: kv %s vs f32 logits: max rel diff %g (want > 0, < 0.01)", names[li],
+                  qw_kv_type_name((qw_kv_type)t), rd);
+        }
+    }
+    for (int t = 0; t < QW_KV_TYPE_COUNT; t++) free(lg[t]);
+    CHECK(kernels_use(keep, &err) == 0, "use %s again", keep);
 }
 
 static void test_scheduler(qw_model *m, qw_pool *pool, int prefill_chunk, int manual) {
@@ -557,9 +588,9 @@ static qw_sched *spec_sched(qw_ctx *c, qw_pool *pool, int spec_k, int64_t cache_
     return s;
 }
 
-static void test_spec(qw_model *m, qw_pool *pool) {
+static void test_spec(qw_model *m, qw_pool *pool, qw_kv_type kt) {
     qw_err err;
-    qw_ctx *c = ctx_create_paged(m, 8, N_CTX, 64, 16, &err);
+    qw_ctx *c = ctx_create_kv(m, 8, N_CTX, 64, 16, kt, &err);
     CHECK(c != NULL, "ctx_create: %s", err.msg);
     if (!c) return;
     enum { N = 9 };
@@ -746,9 +777,9 @@ static int run_logged(qw_sched *s, qw_ctx *c, const qw_req_params *p, float *lg,
 /* The logits of a request are bitwise the same with and without a cache
  * hit: the same prompt again, a prompt sharing part of it, and a second
  * turn (prompt + output + more) that maps the first turn's output pages. */
-static void test_prefix_bitwise(qw_model *m, qw_pool *pool) {
+static void test_prefix_bitwise(qw_model *m, qw_pool *pool, qw_kv_type kt) {
     qw_err err;
-    qw_ctx *c = ctx_create_paged(m, 1, N_CTX, 64, PG, &err);
+    qw_ctx *c = ctx_create_kv(m, 1, N_CTX, 64, PG, kt, &err);
     CHECK(c != NULL, "ctx_create: %s", err.msg);
     if (!c) return;
     enum { ROWS = 24, NP = 4 };
@@ -793,7 +824,8 @@ static void test_prefix_bitwise(qw_model *m, qw_pool *pool) {
               want_cached[k]);
         CHECK(rows == n_off[i] && same(&r_on, &r_off[i]), "run %zu (request %d): tokens differ with the cache", k, i);
         CHECK(!memcmp(on, off + (size_t)i * ROWS * VOCAB, (size_t)rows * VOCAB * sizeof(float)),
-              "run %zu (request %d): logits not bitwise equal with %d cached tokens", k, i, st.n_cached);
+              "kv %s: run %zu (request %d): logits not bitwise equal with %d cached tokens", qw_kv_type_name(kt), k, i,
+              st.n_cached);
     }
     qw_sched_metrics mt = metrics_of(s);
     CHECK(mt.prefix_lookups == 6 && mt.prefix_hit_tokens == 64 + 48 + 80 + 48, "metrics: %llu lookups, %llu hit",
@@ -1049,15 +1081,17 @@ int main(void) {
     }
     for (int nt = 1; nt <= 2; nt++) {
         qw_pool *pool = pool_create(nt);
-        test_batch_invariance(m, pool);
+        test_batch_invariance_levels(m, pool);
         test_scheduler(m, pool, 0, 0);
         test_scheduler(m, pool, 7, 0);
         test_scheduler(m, pool, 7, 1);
         test_vs_gen_run(m, pool);
         test_limits_and_cancel(m, pool);
         test_threaded_cancel(m, pool);
-        test_spec(m, pool);
-        test_prefix_bitwise(m, pool);
+        for (int kt = 0; kt < QW_KV_TYPE_COUNT; kt++) {
+            test_spec(m, pool, (qw_kv_type)kt);
+            test_prefix_bitwise(m, pool, (qw_kv_type)kt);
+        }
         test_prefix_shared(m, pool);
         test_prefix_eviction(m, pool);
         test_grammar(m, pool);
