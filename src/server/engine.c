@@ -83,7 +83,7 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
     e->sampling = engine_default_sampling(cfg, o->sampling);
     e->random_seed = o->sampling == NULL;
     LOG_INFO("engine: %s, %d slots x %d context, batch %d, %d threads, speculative drafts %d, "
-             "KV %.1f KB per token (%s) in pages of %d, prefix cache %.0f MB",
+             "KV %.2f KB per token (%s) in pages of %d, prefix cache %.0f MB",
              e->model->name ? e->model->name : "model", o->parallel, n_ctx, max_batch, threads, o->spec_k,
              (double)ctx_kv_bytes_per_token(e->ctx) / 1024, qw_kv_type_name(ctx_kv_type(e->ctx)), QW_KV_PAGE_ROWS, (double)cache_bytes / (1 << 20));
     return 0;

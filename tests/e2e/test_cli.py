@@ -166,7 +166,7 @@ def test_help_lists_every_option():
                 "--detokenize", "--greedy", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                 "--presence-penalty", "--frequency-penalty", "--seed", "--threads", "--ctx", "--http",
                 "--host", "--parallel", "--queue", "--api-key", "--cors", "--max-body", "--server", "--quant",
-                "--warmup", "--isa-levels"]:
+                "--warmup", "--isa-levels", "--kv-type"]:
         assert re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", h), f"--help does not mention {opt}"
 
 
