@@ -11,6 +11,9 @@
  * Invariance as in kernels.h: every score is one FMA chain over hd in
  * order, every output element one FMA chain over p in order, whatever nq,
  * the tile or the block. A stub on other architectures.
+ * 16-bit caches (attn16): the same code with the rows' elements converted
+ * exactly as they are loaded (fcvtl for f16, a 16-bit shift for bf16), so
+ * the result is this kernel's on the float32 values.
  */
 #include "kernels/kernels_impl.h"
 
@@ -25,17 +28,36 @@
 
 enum { PB = 64, MAX_HEADS = 32 };
 
+/* Rows of elements of type T (qw_kv_type, a constant in every caller),
+ * addressed as bytes; ld4 / ld1 give floats. */
+INLINE const char *row_at(const qw_kv_rows *kv, int64_t off, int64_t p, const int T) {
+    return T == QW_KV_F32 ? (const char *)qw_kv_row(kv, off, p) : (const char *)qw_kv_row16(kv, off, p);
+}
+
+INLINE float32x4_t ld4(const char *row, int64_t i, const int T) {
+    if (T == QW_KV_F32) return vld1q_f32((const float *)(const void *)row + i);
+    uint16x4_t h = vld1_u16((const uint16_t *)(const void *)row + i);
+    if (T == QW_KV_F16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+
+INLINE float ld1(const char *row, int64_t i, const int T) {
+    if (T == QW_KV_F32) return ((const float *)(const void *)row)[i];
+    uint16_t h = ((const uint16_t *)(const void *)row)[i];
+    return T == QW_KV_F16 ? qw_f16_to_f32(h) : qw_bf16_to_f32(h);
+}
+
 /* Scores of rows p..p+nr-1 (k[r] points at row p + min(r, nr-1)) for NH
  * heads starting at q: s[h * n + p + r]. */
-INLINE void score_tile(float *s, int64_t n, int64_t p, int64_t nr, const float *const k[4], const float *q,
-                       int64_t hd, const int NH, float scale) {
+INLINE void score_tile(float *s, int64_t n, int64_t p, int64_t nr, const char *const k[4], const float *q,
+                       int64_t hd, const int NH, float scale, const int T) {
     float32x4_t acc[2][4];
     UNROLL for (int h = 0; h < NH; h++)
         UNROLL for (int r = 0; r < 4; r++) acc[h][r] = vdupq_n_f32(0.0f);
     int64_t i = 0;
     for (; i + 4 <= hd; i += 4) {
         float32x4_t kv[4];
-        UNROLL for (int r = 0; r < 4; r++) kv[r] = vld1q_f32(k[r] + i);
+        UNROLL for (int r = 0; r < 4; r++) kv[r] = ld4(k[r], i, T);
         UNROLL for (int h = 0; h < NH; h++) {
             float32x4_t qv = vld1q_f32(q + h * hd + i);
             UNROLL for (int r = 0; r < 4; r++) acc[h][r] = vfmaq_f32(acc[h][r], kv[r], qv);
@@ -44,7 +66,7 @@ INLINE void score_tile(float *s, int64_t n, int64_t p, int64_t nr, const float *
     UNROLL for (int h = 0; h < NH; h++)
         for (int64_t r = 0; r < nr; r++) {
             float a = vaddvq_f32(acc[h][r]);
-            for (int64_t j = i; j < hd; j++) a = fmaf(k[r][j], q[h * hd + j], a);
+            for (int64_t j = i; j < hd; j++) a = fmaf(ld1(k[r], j, T), q[h * hd + j], a);
             s[h * n + p + r] = a * scale;
         }
 }
@@ -52,15 +74,15 @@ INLINE void score_tile(float *s, int64_t n, int64_t p, int64_t nr, const float *
 /* out[h0 + h][d0 .. d0 + 4 DV) += sum_{p in [p0, p1)} S[h0 + h][p] V[p][...]
  * (first block: from zero). */
 INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
-                   int64_t p1, int64_t d0, int64_t h0, const int NH, const int DV, int first) {
+                   int64_t p1, int64_t d0, int64_t h0, const int NH, const int DV, int first, const int T) {
     float32x4_t acc[4][4];
     UNROLL for (int h = 0; h < NH; h++)
         UNROLL for (int j = 0; j < DV; j++)
             acc[h][j] = first ? vdupq_n_f32(0.0f) : vld1q_f32(out + (h0 + h) * hd + d0 + 4 * j);
     for (int64_t p = p0; p < p1; p++) {
-        const float *v = qw_kv_row(kv, kv->v_off, p) + d0;
+        const char *v = row_at(kv, kv->v_off, p, T);
         float32x4_t vv[4];
-        UNROLL for (int j = 0; j < DV; j++) vv[j] = vld1q_f32(v + 4 * j);
+        UNROLL for (int j = 0; j < DV; j++) vv[j] = ld4(v, d0 + 4 * j, T);
         UNROLL for (int h = 0; h < NH; h++) {
             float32x4_t w = vld1q_dup_f32(S + (h0 + h) * n + p);
             UNROLL for (int j = 0; j < DV; j++) acc[h][j] = vfmaq_f32(acc[h][j], w, vv[j]);
@@ -70,9 +92,9 @@ INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, 
         UNROLL for (int j = 0; j < DV; j++) vst1q_f32(out + (h0 + h) * hd + d0 + 4 * j, acc[h][j]);
 }
 
-static void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
-                       int64_t p1, int64_t d0, int64_t h0, int NH, int DV, int first) {
-#define VT(nh, dv) v_tile(out, S, n, kv, hd, p0, p1, d0, h0, nh, dv, first)
+INLINE void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
+                       int64_t p1, int64_t d0, int64_t h0, int NH, int DV, int first, const int T) {
+#define VT(nh, dv) v_tile(out, S, n, kv, hd, p0, p1, d0, h0, nh, dv, first, T)
     switch (NH * 8 + DV) {
     case 36: VT(4, 4); break;
     case 33: VT(4, 1); break;
@@ -86,15 +108,15 @@ static void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *
 #undef VT
 }
 
-static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                       float scale, float *S) {
+INLINE void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                       float scale, float *S, const int T) {
     for (int64_t p = 0; p < n; p += 4) {
         int64_t nr = n - p < 4 ? n - p : 4;
-        const float *k[4];
-        for (int r = 0; r < 4; r++) k[r] = qw_kv_row(kv, kv->k_off, p + (r < nr ? r : nr - 1));
+        const char *k[4];
+        for (int r = 0; r < 4; r++) k[r] = row_at(kv, kv->k_off, p + (r < nr ? r : nr - 1), T);
         int64_t h = 0;
-        for (; h + 2 <= nq; h += 2) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 2, scale);
-        if (h < nq) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 1, scale);
+        for (; h + 2 <= nq; h += 2) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 2, scale, T);
+        if (h < nq) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 1, scale, T);
     }
     float inv[MAX_HEADS];
     for (int64_t h = 0; h < nq; h++) {
@@ -128,7 +150,7 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
             int DV = d0 + 16 <= hd4 ? 4 : 1;
             for (int64_t h = 0; h < nq;) {
                 int NH = nq - h < 4 ? (int)(nq - h) : 4;
-                v_tile_any(out, S, n, kv, hd, p0, p1, d0, h, NH, DV, first);
+                v_tile_any(out, S, n, kv, hd, p0, p1, d0, h, NH, DV, first, T);
                 h += NH;
             }
             d0 += 4 * DV;
@@ -136,7 +158,7 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
         for (int64_t h = 0; h < nq; h++)
             for (int64_t d = hd4; d < hd; d++) {
                 float a = first ? 0.0f : out[h * hd + d];
-                for (int64_t p = p0; p < p1; p++) a = fmaf(S[h * n + p], qw_kv_row(kv, kv->v_off, p)[d], a);
+                for (int64_t p = p0; p < p1; p++) a = fmaf(S[h * n + p], ld1(row_at(kv, kv->v_off, p, T), d, T), a);
                 out[h * hd + d] = a;
             }
     }
@@ -148,14 +170,40 @@ static void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
     }
 }
 
-static void attn_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                      float scale, float *S) {
+INLINE void attn_any(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                     float scale, float *S, const int T) {
     for (int64_t h = 0; h < nq; h += MAX_HEADS) {
         int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
-        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S);
+        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S, T);
     }
 }
 
-const qw_kernels kernels_attn_neon = {.attn = attn_neon};
+static void attn_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                      float scale, float *S) {
+    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F32);
+}
+
+static void attn_f16_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                          float scale, float *S) {
+    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F16);
+}
+
+static void attn_bf16_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+                           float scale, float *S) {
+    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_BF16);
+}
+
+/* fcvtn rounds to nearest even (FPCR's default mode), as qw_f32_to_f16. */
+static void store_f16_neon(uint16_t *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++) y[i] = qw_f32_to_f16(x[i]);
+}
+
+const qw_kernels kernels_attn_neon = {
+    .attn = attn_neon,
+    .attn16 = {[QW_KV_F16] = attn_f16_neon, [QW_KV_BF16] = attn_bf16_neon},
+    .kv_store16 = {[QW_KV_F16] = store_f16_neon},
+};
 
 #endif
