@@ -19,7 +19,8 @@ GGUF (eager attention). Checked here:
   (d) every serving mode answers real text (CLI, seed HTTP API, OpenAI chat
       streaming, Unix socket, stdin, chat through a pty).
 The fast path (where the binary has `--precision`; until then the only path
-is the exact one): top-1 agreement >= 98% and perplexity within 0.5%.
+is the exact one): top-1 agreement >= 98% and perplexity within 0.5%, with
+each KV cache type (--kv-type f32, f16 (its default), bf16).
 
 The 1.5B file: tests/e2e/test_real_1p5b.py, on demand (make test-real).
 """
@@ -207,14 +208,23 @@ def test_logits_exact_every_level(real, fx, tmp_path):
     print(f"real-weights logits checked on levels: {' '.join(levels)}")
 
 
-def test_logits_fast_bound(real, fx, tmp_path):
+def kv_args(kv):
+    return ["--kv-type", kv] if b"--kv-type" in run([QWENC, "--help"]).stdout else []
+
+
+@pytest.mark.parametrize("kv", ["f32", "f16", "bf16"])
+def test_logits_fast_bound(real, fx, tmp_path, kv):
     meta, arrays = fx
-    args = precision("fast")
+    args = precision("fast") + kv_args(kv)
     agree = total = 0
     nll = ref_nll = 0.0
+    worst = 0.0
     for p in meta["prompts"]:
         ids = p["ids"]
         lg = qwenc_logits(real, ids, tmp_path, args)
+        top_ids, top = arrays[f"{p['name']}.top_ids"], arrays[f"{p['name']}.top_logits"].astype(np.float64)
+        got = np.take_along_axis(lg, top_ids.astype(np.int64), axis=1).astype(np.float64)
+        worst = max(worst, float(np.abs(got - top).max()))
         agree += int((lg.argmax(axis=1) == arrays[f"{p['name']}.top_ids"][:, 0]).sum())
         total += len(ids)
         nll += nll_sum(lg, ids)
@@ -224,9 +234,10 @@ def test_logits_fast_bound(real, fx, tmp_path):
     # alone moves by a few tenths of a percent).
     n = total - len(meta["prompts"])
     ppl, ref = np.exp(nll / n), np.exp(ref_nll / n)
-    assert abs(ppl / ref - 1) <= PPL_TOL_FAST, f"fast perplexity {ppl:.4f} vs transformers {ref:.4f}"
-    assert agree / total >= FAST_TOP1, f"fast path: top-1 agrees at {agree}/{total} positions"
-    print(f"fast path: top-1 {agree}/{total}, perplexity {ppl:.4f} vs {ref:.4f}")
+    assert abs(ppl / ref - 1) <= PPL_TOL_FAST, f"fast perplexity (kv {kv}) {ppl:.4f} vs transformers {ref:.4f}"
+    assert agree / total >= FAST_TOP1, f"fast path (kv {kv}): top-1 agrees at {agree}/{total} positions"
+    print(f"fast path, kv {kv}: top-1 {agree}/{total}, perplexity {ppl:.4f} vs {ref:.4f}, "
+          f"max |diff| of the reference's top-64 logits {worst:.4f}")
 
 
 def test_tokenizer_agrees_on_raw_prompts(real, fx):
@@ -246,10 +257,10 @@ def test_tokenizer_agrees_on_raw_prompts(real, fx):
 # (b) perplexity
 
 
-@pytest.mark.parametrize("path", ["exact", "fast"])
+@pytest.mark.parametrize("path", ["exact", "fast", "fast-f32", "fast-bf16"])
 def test_perplexity(real, fx, tmp_path, path):
     meta, _ = fx
-    args = precision(path)
+    args = precision(path.split("-")[0]) + (kv_args(path.split("-")[1]) if "-" in path else [])
     ppl_fx = meta["perplexity"]
     total, count = 0.0, 0
     for w in ppl_fx["windows"]:
@@ -257,7 +268,7 @@ def test_perplexity(real, fx, tmp_path, path):
         count += len(w["ids"]) - 1
     assert count == ppl_fx["tokens_scored"] and count > 1000
     ppl = float(np.exp(total / count))
-    tol = PPL_TOL_EXACT if path == "exact" else PPL_TOL_FAST
+    tol = PPL_TOL_EXACT if path == "exact" else PPL_TOL_FAST  # fast: the default KV type, f16
     assert abs(ppl / ppl_fx["ppl"] - 1) <= tol, \
         f"perplexity of {ppl_fx['text']}: qwenc {ppl:.5f}, transformers {ppl_fx['ppl']:.5f} (bound {tol:.1%})"
     print(f"perplexity ({path}) of {ppl_fx['text']}: qwenc {ppl:.5f}, transformers {ppl_fx['ppl']:.5f}")
