@@ -27,6 +27,12 @@
  * its last row), a scalar FMA tail, times scale; every output element is
  * one FMA chain over p in order. None of this depends on nq, on which
  * heads share a tile, or on the block a position falls in.
+ * 16-bit caches (attn16): the same code, each K/V element converted
+ * exactly as it is loaded (ld8 / ld1), so the result is this kernel's on
+ * the float32 values; the prefetches cover the rows' bytes either way. At
+ * 2000 rows the kernel is memory bound and 16-bit rows run ~1.55x faster;
+ * in cache (200 rows) the conversion costs nothing measurable
+ * (tools/bench_attn.sh; docs/PERFORMANCE.md).
  */
 #include "kernels/kernels_impl.h"
 
