@@ -383,8 +383,9 @@ def test_fast_precision_bf16(tmp_path):
     """BF16 weights in the default (fast) precision: on a level with a bf16
     dot product (avx512 on a CPU with AVX512-BF16) the inputs are rounded to
     bf16 (logits differ from exact, top-1 agrees, small error); elsewhere
-    fast is the exact path bit for bit; the same bits with 1 or 2 threads
-    and prompt-at-once vs one token at a time is test_quant_model's."""
+    fast is the exact path bit for bit (with fast's KV cache in f32 as
+    exact's: its default f16 KV is test_kv_type's); the same bits with 1 or
+    2 threads and prompt-at-once vs one token at a time is test_quant_model's."""
     import numpy as np
     src = os.path.join(FIXTURES, "tiny-gqa7-bf16")
     ids = " ".join(str(i) for i in (7, 300, 41, 5, 199, 23, 88, 150, 3, 61, 390, 12))
@@ -394,12 +395,13 @@ def test_fast_precision_bf16(tmp_path):
         env = dict(os.environ, QWENC_ISA=isa)
         env.pop("QWENC_PRECISION", None)
         fa, fb, ex = (tmp_path / n for n in ("fa.f32", "fb.f32", "ex.f32"))
-        r = run([QWENC, src, "--tokens", ids, "--logits-out", str(fa), "--threads", "1"], env=env)
+        kv = ["--kv-type", "f32"]
+        r = run([QWENC, src, "--tokens", ids, "--logits-out", str(fa), "--threads", "1"] + kv, env=env)
         if r.returncode != 0 and (b"not supported" in r.stderr or b"unknown ISA" in r.stderr):
             continue
         ok(r)
         has_bf16 = isa == "avx512" and b"avx512bf16" in r.stderr
-        ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(fb), "--threads", "2"], env=env))
+        ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(fb), "--threads", "2"] + kv, env=env))
         ok(run([QWENC, src, "--tokens", ids, "--logits-out", str(ex), "--threads", "2"] + EXACT, env=env))
         assert fa.read_bytes() == fb.read_bytes(), f"bf16 {isa}: fast logits depend on the thread count"
         if not has_bf16:
