@@ -101,27 +101,40 @@ def test_named_function_and_parallel_false(server):
         assert len(r.choices[0].message.tool_calls) == 1, r
 
 
-def test_stream_tool_calls_equal_non_stream(server):
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_stream_tool_calls_equal_non_stream(server, seed):
+    """Streamed calls come as OpenAI streams them (the first delta of a call
+    with index, id, type and name and arguments "", then the arguments in
+    pieces as they are generated, finish_reason "tool_calls"), and the
+    openai client's own stream accumulation gives the non-streamed call."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
     cl = client(server)
     kw = dict(model="m", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS,
-              tool_choice="required", max_tokens=200, seed=7, temperature=1.0)
+              tool_choice="required", max_tokens=200, seed=seed, temperature=1.0)
     whole = cl.chat.completions.create(**kw).choices[0]
-    calls, finish = {}, None
+    state = ChatCompletionStreamState()
+    firsts, pieces, finish = {}, {}, None
     for chunk in cl.chat.completions.create(stream=True, **kw):
+        state.handle_chunk(chunk)
         if not chunk.choices:
             continue
-        d = chunk.choices[0].delta
-        for tc in d.tool_calls or []:
-            c = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
-            c["id"] = tc.id or c["id"]
-            if tc.function:
-                c["name"] += tc.function.name or ""
-                c["arguments"] += tc.function.arguments or ""
+        for tc in chunk.choices[0].delta.tool_calls or []:
+            if tc.index not in firsts:
+                firsts[tc.index] = tc
+                assert tc.id and tc.type == "function" and tc.function.name, tc
+                assert tc.function.arguments == "", tc
+            else:
+                assert tc.id is None and tc.function.name is None, tc
+                pieces[tc.index] = pieces.get(tc.index, 0) + 1
         finish = chunk.choices[0].finish_reason or finish
     assert finish == "tool_calls"
-    got = [(calls[i]["name"], calls[i]["arguments"]) for i in sorted(calls)]
-    want = [(c.function.name, c.function.arguments) for c in whole.message.tool_calls]
-    assert got == want
+    got = state.get_final_completion().choices[0]
+    assert got.finish_reason == "tool_calls"
+    assert [(c.function.name, c.function.arguments) for c in got.message.tool_calls] == \
+        [(c.function.name, c.function.arguments) for c in whole.message.tool_calls]
+    check_calls(got.message.tool_calls)
+    # incremental: every call's arguments came in several pieces
+    assert all(pieces.get(i, 0) >= 3 for i in firsts), pieces
 
 
 def test_tool_choice_none_and_auto_answer(server):
