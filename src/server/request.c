@@ -817,24 +817,26 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
     return rc;
 }
 
-/* The error in the protocol's style. */
-static char *error_doc(const qw_request *q) {
-    if (q->kind == API_SOCKET) {
+char *request_error_json(api_kind kind, const api_error *e) {
+    if (kind == API_SOCKET) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "error", q->err.message);
+        cJSON_AddStringToObject(o, "error", e->message);
         char *s = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         return s;
     }
-    if (q->kind == API_STDIN) {
-        size_t n = strlen(q->err.message) + 8;
+    if (kind == API_STDIN) {
+        size_t n = strlen(e->message) + 8;
         char *s = malloc(n);
-        if (s) snprintf(s, n, "error: %s", q->err.message);
+        if (s) snprintf(s, n, "error: %s", e->message);
         return s;
     }
-    if (is_ollama(q->kind)) return ollama_error_json(&q->err);
-    return api_error_json(&q->err);
+    if (is_ollama(kind)) return ollama_error_json(e);
+    return api_error_json(e);
 }
+
+/* The error in the protocol's style. */
+static char *error_doc(const qw_request *q) { return request_error_json(q->kind, &q->err); }
 
 /* The generated ids of a token protocol, with the socket's fields. */
 static char *tokens_doc(qw_request *q) {

@@ -149,6 +149,14 @@ int request_run(qw_request *q, double poll_s, int (*gone)(void *), void *arg);
  * memory. */
 const char *request_reply(qw_request *q, size_t *len);
 
+/* An error as protocol kind's clients expect it, the one place that
+ * decides (request_reply uses it, and the HTTP server for the errors it
+ * answers itself): Ollama's kinds {"error": "message"}; the OpenAI-style
+ * HTTP kinds {"error": {"message", "type", "param", "code"}}; the socket
+ * {"error": "message"}; stdin "error: message". malloc'd, NULL when out of
+ * memory. */
+char *request_error_json(api_kind kind, const api_error *e);
+
 /* HTTP status of the reply: 200, or the error's status. */
 int request_status(const qw_request *q);
 
