@@ -641,11 +641,6 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
             api_fail(e, 400, "unsupported_field", f, "'%s' is not supported on /infill (one plain answer)", f);
             goto out;
         }
-        if (r->stream) {
-            api_fail(e, 400, "unsupported_value", "stream", "'stream' is not supported on /infill (use /v1/completions "
-                                                            "with 'suffix' for a streamed infill)");
-            goto out;
-        }
         mt = API_INFILL_DEFAULT;
         if ((got = get_int(o, "max_tokens", 0, lim->n_ctx, &mt, e)) < 0) goto out;
         if ((got = get_int(o, "n_predict", -1, lim->n_ctx, &mt, e)) < 0) goto out;

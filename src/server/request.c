@@ -756,14 +756,48 @@ static int ollama_stream(qw_request *q, const req_event *ev) {
     return 0;
 }
 
+/* /infill's stream (infill.h): a {"content", "stop": false} event per
+ * piece of text, the whole answer's document (content "") at DONE, the
+ * error at ERROR. */
+static int infill_stream(qw_request *q, const req_event *ev) {
+    switch (ev->kind) {
+    case REQ_EV_NONE:
+    case REQ_EV_START:
+    case REQ_EV_FINISH: return 0;
+    case REQ_EV_DELTA: return ev->text_len ? out_take(q, infill_sse_chunk(ev->text, ev->text_len)) : 0;
+    case REQ_EV_DONE: {
+        req_usage u;
+        request_usage(q, &u);
+        api_result r = {
+            .finish = q->c[0].finish,
+            .prompt_tokens = u.prompt_tokens,
+            .gen_tokens = u.completion_tokens,
+            .prefill_tps = u.prefill_tps,
+            .decode_tps = u.decode_tps,
+            .elapsed_s = u.elapsed_s,
+        };
+        return out_take(q, infill_sse_final(&r));
+    }
+    case REQ_EV_ERROR: {
+        char *j = api_error_json(&q->err);
+        int rc = j ? abuf_add(&q->mem, &q->out, "data: ", 6) : -1;
+        if (rc == 0) rc = out_take(q, j), j = NULL;
+        if (rc == 0) rc = abuf_add(&q->mem, &q->out, "\n\n", 2);
+        free(j);
+        return rc;
+    }
+    }
+    return 0;
+}
+
 const char *request_stream_type(const qw_request *q) {
     return is_ollama(q->kind) ? "application/x-ndjson" : "text/event-stream";
 }
 
 int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *len) {
     q->out.len = 0;
-    if (is_ollama(q->kind)) {
-        int orc = ollama_stream(q, ev);
+    if (is_ollama(q->kind) || q->kind == API_INFILL) {
+        int orc = is_ollama(q->kind) ? ollama_stream(q, ev) : infill_stream(q, ev);
         *bytes = q->out.data ? q->out.data : "";
         *len = q->out.len;
         return orc;

@@ -132,7 +132,9 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
 /* The streamed bytes' Content-Type: "text/event-stream" (SSE, the OpenAI
  * kinds) or "application/x-ndjson" (the Ollama kinds, whose request_sse
  * renders Ollama's newline-delimited objects instead: a text object per
- * DELTA, the stats object at DONE, {"error": ...} at ERROR). */
+ * DELTA, the stats object at DONE, {"error": ...} at ERROR). /infill
+ * streams SSE in llama-server's shape (infill.h: {"content", "stop": false}
+ * per DELTA, the answer's document at DONE, no [DONE]). */
 const char *request_stream_type(const qw_request *q);
 
 /* Run to the end for a non-streamed answer: events until DONE or ERROR,

@@ -211,6 +211,95 @@ def test_infill_errors(server):
     assert r.status_code == 400 and r.json()["error"]["param"] == "suffix", r.text
 
 
+def infill_stream(server, body):
+    """The events of a streamed /infill (llama-server's shape: no [DONE])."""
+    sse = SSE(server, "/infill", dict(body, stream=True))
+    sse.needs_done = False
+    try:
+        return sse.read_all()
+    finally:
+        sse.close()
+
+
+def check_infill_events(evs):
+    *pieces, last = evs
+    assert pieces and all(e["stop"] is False and isinstance(e["content"], str) for e in pieces), evs
+    assert last["stop"] is True and last["content"] == "" and "timings" in last, last
+    return "".join(e["content"] for e in pieces), last
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_infill_stream_equals_whole(server, seed):
+    body = {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX, "n_predict": 24, "seed": seed,
+            "temperature": 1.0}
+    whole = ok_json(post(server, "/infill", body))
+    evs = infill_stream(server, body)
+    text, last = check_infill_events(evs)
+    assert text == whole["content"], (text, whole)
+    for k in ("tokens_predicted", "tokens_evaluated", "finish_reason"):
+        assert last[k] == whole[k], (k, last, whole)
+    assert whole["tokens_predicted"] > 4 and len(evs) > 4, (whole, evs)  # streamed in pieces
+
+
+def test_infill_stream_stop_string_across_chunks(server):
+    """A stop string made of the end of one streamed piece and the start of
+    the next ends the answer before it, streamed or not; none of it is sent."""
+    body = {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX, "n_predict": 32, "seed": 1,
+            "temperature": 1.0}
+    full, _ = check_infill_events(infill_stream(server, body))
+    pieces = [e["content"] for e in infill_stream(server, body)[:-1]]
+    stop = None
+    for i in range(len(pieces) - 1):
+        a, b = pieces[i], pieces[i + 1]
+        if not a or not b:
+            continue
+        cand = a[-2:] + b[:2]
+        at = len("".join(pieces[:i + 1])) - len(a[-2:])
+        if full.find(cand) == at:  # its first occurrence straddles this boundary
+            stop = cand
+            break
+    assert stop, f"no piece boundary to put a stop string on: {pieces}"
+    want = full[:full.find(stop)]
+    whole = ok_json(post(server, "/infill", dict(body, stop=[stop])))
+    assert whole["content"] == want and whole["finish_reason"] == "stop", (whole, want, stop)
+    text, last = check_infill_events(infill_stream(server, dict(body, stop=[stop])))
+    assert text == want and last["finish_reason"] == "stop", (text, want, stop)
+
+
+def test_infill_stream_disconnect_cancels(model_dir):
+    """--parallel 1: a streamed /infill whose client goes away mid-stream
+    stops generating at once (the slot is free, the token counter stops far
+    short of n_predict), as the chat streams do (test_http_concurrency)."""
+    from conftest import start_http, stop_checked
+    from helpers import active_slots_metric, find_metric, metrics
+    import time
+    s = start_http(model_dir, "--parallel", "1")
+    try:
+        ms = metrics(s)
+        slots = active_slots_metric(ms)
+        gen = find_metric(ms, ["gen", "completion", "predicted", "output"], ["token"],
+                          exclude=("per_second", "tps", "tok_s", "rate", "second"))
+        g0 = ms[gen]
+        sse = SSE(s, "/infill", {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX, "n_predict": 3500,
+                                 "temperature": 0, "ignore_eos": True, "stream": True})
+        sse.needs_done = False
+        for n, _ in enumerate(sse.events()):
+            if n >= 4:
+                break
+        assert metrics(s)[slots] == 1
+        sse.close()  # the client goes away mid-stream
+        deadline = time.monotonic() + 3.0
+        while metrics(s)[slots] != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert metrics(s)[slots] == 0, "the slot is still busy 3 s after the client left"
+        g1 = metrics(s)[gen]
+        time.sleep(0.5)
+        assert metrics(s)[gen] == g1, "still generating after the disconnect"
+        assert g1 - g0 < 3000, f"the abandoned infill generated {g1 - g0} of its 3500 tokens"
+    finally:
+        stop_checked(s)
+
+
 # ---------------------------------------------------------------------------
 # real Coder files
 

@@ -528,7 +528,10 @@ static void test_parse_chat(void) {
     b = "{\"input_prefix\":\"x\"}";
     CHECK(api_parse(API_INFILL, b, strlen(b), &lim, &r, &e) == 0 && r.max_tokens == API_INFILL_DEFAULT, "infill default");
     api_req_free(&r);
-    bad(API_INFILL, &lim, "{\"input_prefix\":\"x\",\"stream\":true}", 400, "stream");
+    b = "{\"input_prefix\":\"x\",\"stream\":true}";
+    CHECK(api_parse(API_INFILL, b, strlen(b), &lim, &r, &e) == 0 && r.stream, "infill streams: %s", e.message);
+    api_req_free(&r);
+    bad(API_INFILL, &lim, "{\"input_prefix\":\"x\",\"stream\":\"yes\"}", 400, "stream");
     bad(API_INFILL, &lim, "{\"input_extra\":[{\"text\":2}]}", 400, "input_extra[0].text");
     free(ids);
     tok_free(tok);
