@@ -255,26 +255,18 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
     q->created = (long long)time(NULL);
     qw_grammar *g = NULL;
     const qw_gvocab *gv = NULL;
-    if (q->p.grammar) {
-        /* tool_choice required / a named function: the call is forced. */
-        qw_err err;
-        gv = engine_gvocab(e, &err);
-        if (!gv || grammar_compile_gbnf(&g, q->p.grammar, strlen(q->p.grammar), "root", &err)) {
-            api_fail(&q->err, 500, "grammar_error", "tool_choice", "cannot build the tool-call grammar: %s", err.msg);
-            q->state = RQ_FAILED;
-            return -1;
-        }
-    } else if (q->p.constraint) {
-        /* response_format / grammar: compiled while parsing */
+    if (q->p.constraint) {
+        /* the answer's one grammar, compiled while parsing (api.h:
+         * api_parse_constraint); the vocabulary's trie once per server */
         qw_err err;
         gv = engine_gvocab(e, &err);
         if (!gv) {
-            api_fail(&q->err, 500, "grammar_error", "response_format", "cannot build the grammar vocabulary: %s",
+            api_fail(&q->err, 500, "grammar_error", q->p.constraint_param, "cannot build the grammar vocabulary: %s",
                      err.msg);
             q->state = RQ_FAILED;
             return -1;
         }
-        g = grammar_retain(q->p.constraint); /* released below with the tools' grammar */
+        g = grammar_retain(q->p.constraint); /* released below: each scheduler request holds its own */
     }
     for (int i = 0; i < q->n; i++) {
         qw_req_params p = {

@@ -137,6 +137,41 @@ def test_stream_tool_calls_equal_non_stream(server, seed):
     assert all(pieces.get(i, 0) >= 3 for i in firsts), pieces
 
 
+ANSWER = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
+          "required": ["ok", "n"], "additionalProperties": False}
+ANSWER_RF = {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": ANSWER}}
+
+
+def test_tools_with_response_format(server):
+    """docs/grammar.md "Which constraint applies": a forced call wins over
+    response_format (it shapes text answers; OpenAI answers with the call);
+    with tool_choice auto the answer is a call or text in the format; a GBNF
+    grammar with tools is a 400 (as llama-server), streamed or not."""
+    cl = client(server)
+    base = dict(model="m", messages=[{"role": "user", "content": "x"}], tools=TOOLS, max_tokens=200,
+                temperature=1.0, response_format=ANSWER_RF)
+    for seed in range(3):
+        ch = cl.chat.completions.create(tool_choice="required", seed=seed, **base).choices[0]
+        assert ch.finish_reason == "tool_calls", ch
+        check_calls(ch.message.tool_calls)
+    for seed in range(6):
+        ch = cl.chat.completions.create(seed=seed, **base).choices[0]
+        if ch.message.tool_calls:
+            assert ch.finish_reason == "tool_calls", ch
+            check_calls(ch.message.tool_calls)
+        else:
+            assert ch.finish_reason == "stop", ch
+            jsonschema.validate(json.loads(ch.message.content), ANSWER)
+    for choice in ("auto", "required"):
+        body = {"messages": [{"role": "user", "content": "x"}], "tools": TOOLS, "tool_choice": choice,
+                "grammar": "root ::= \"a\"", "max_tokens": 2}
+        r = post(server, "/v1/chat/completions", body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "grammar", r.text
+    body = {"messages": [{"role": "user", "content": "x"}], "tools": TOOLS, "tool_choice": "none",
+            "grammar": "root ::= \"yes\"", "max_tokens": 4}
+    assert ok_json(post(server, "/v1/chat/completions", body))["choices"][0]["message"]["content"] == "yes"
+
+
 def test_tool_choice_none_and_auto_answer(server):
     cl = client(server)
     for choice in ("none", "auto"):

@@ -39,7 +39,7 @@ static void check_forced(const char *body, const char *const *texts, const int *
     cJSON *o = cJSON_Parse(body);
     CHECK(o && tools_parse(o, body, strlen(body), &t, &e) == 0, "parse %s: %s", body, e.message);
     char *gbnf = NULL;
-    CHECK(tools_gbnf(o, &t, &gbnf, &e) == 0, "gbnf: %s", e.message);
+    CHECK(tools_gbnf(o, &t, NULL, NULL, &gbnf, &e) == 0, "gbnf: %s", e.message);
     qw_grammar *g = NULL;
     qw_err err = {{0}};
     if (gbnf) CHECK(grammar_compile_gbnf(&g, gbnf, strlen(gbnf), "root", &err) == 0, "compile: %s\n%s", err.msg, gbnf);
@@ -96,7 +96,7 @@ static void test_forcing(void) {
     api_error e = {0};
     char *gbnf = NULL;
     CHECK(tools_parse(o, bad, strlen(bad), &t, &e) == 0, "parse");
-    CHECK(tools_gbnf(o, &t, &gbnf, &e) == -1 && !gbnf && e.status == 400 &&
+    CHECK(tools_gbnf(o, &t, NULL, NULL, &gbnf, &e) == -1 && !gbnf && e.status == 400 &&
               !strcmp(e.param, "tools[1].function.parameters") && strstr(e.message, "patternProperties"),
           "unsupported schema: %d %s %s", e.status, e.param, e.message);
     cJSON_Delete(o);
