@@ -31,6 +31,9 @@ typedef struct qw_gate_cfg {
     int max_conns;            /* open connections in all (waiting + handed on) */
     double header_deadline_s; /* the whole head must arrive within this */
     int max_head;             /* bytes; a longer head is answered 431 */
+    double body_deadline_s;   /* the body must arrive within this after the head (0: 6 x header) */
+    long long max_body;       /* bytes; a larger Content-Length (or chunked total) is answered 413; 0: none */
+    long hold_body;           /* hold at most this many bytes (0: 64 KiB), see gate.c hold_of() */
     /* A connection with a complete, acceptable head: take fd (0) or fail
      * (-1; the callee has closed fd). Called on the gate's thread. */
     int (*handoff)(void *arg, int fd, const struct sockaddr *sa, socklen_t salen);
@@ -53,8 +56,11 @@ void gate_stop(qw_gate *g);
 /* Counters for /metrics and tests. */
 typedef struct qw_gate_stats {
     int waiting;                  /* connections waiting for their head now */
-    int open;                     /* waiting + handed on */
+    int waiting_body;             /* connections with a complete head waiting for their body now */
+    int open;                     /* waiting + waiting_body + handed on */
     unsigned long long accepted, handed, refused_full, evicted, timed_out, bad_head;
+    unsigned long long handed_partial; /* handed on with a body larger than the gate holds */
+    unsigned long long body_timed_out, too_large, bad_body, continued;
 } qw_gate_stats;
 void gate_stats(qw_gate *g, qw_gate_stats *s);
 

@@ -433,22 +433,39 @@ static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine
     if (h->gate) {
         qw_gate_stats gs;
         gate_stats(h->gate, &gs);
-        METRIC("http_connections_open", "gauge", "Connections open (waiting for their head + handed on).", "%d",
+        METRIC("http_connections_open", "gauge", "Connections open (waiting in the gate + handed on).", "%d",
                gs.open);
         METRIC("http_connections_waiting", "gauge", "Connections still sending their request head.", "%d",
                gs.waiting);
+        METRIC("http_connections_waiting_body", "gauge",
+               "Connections with a complete head still sending their body (held by the gate, no thread).", "%d",
+               gs.waiting_body);
         METRIC("http_connections_accepted_total", "counter", "Connections accepted.", "%llu", gs.accepted);
-        METRIC("http_connections_handed_total", "counter", "Connections whose head was complete and acceptable.",
-               "%llu", gs.handed);
+        METRIC("http_connections_handed_total", "counter",
+               "Connections handed to a thread: request complete, or body larger than the gate holds.", "%llu",
+               gs.handed);
+        METRIC("http_connections_handed_partial_total", "counter",
+               "Connections handed on before their body was complete (larger than the gate holds).", "%llu",
+               gs.handed_partial);
         METRIC("http_connections_refused_total", "counter", "Connections refused 503: every slot held a request.",
                "%llu", gs.refused_full);
         METRIC("http_connections_evicted_total", "counter",
-               "Connections answered 503 to make room: the longest still waiting for its head.", "%llu",
+               "Connections answered 503 to make room: the longest still waiting for its request.", "%llu",
                gs.evicted);
         METRIC("http_connections_timed_out_total", "counter", "Connections whose head missed --header-timeout.",
                "%llu", gs.timed_out);
+        METRIC("http_connections_body_timed_out_total", "counter",
+               "Connections whose body missed its deadline in the gate (6 x --header-timeout): 408.", "%llu",
+               gs.body_timed_out);
         METRIC("http_connections_bad_head_total", "counter", "Connections refused for a bad or oversized head.",
                "%llu", gs.bad_head);
+        METRIC("http_connections_bad_body_total", "counter",
+               "Connections refused 400 for a malformed chunked body or one cut by a half-close.", "%llu",
+               gs.bad_body);
+        METRIC("http_connections_too_large_total", "counter", "Connections answered 413 by the gate (--max-body).",
+               "%llu", gs.too_large);
+        METRIC("http_connections_continued_total", "counter",
+               "Expect: 100-continue answered by the gate before it waits for the body.", "%llu", gs.continued);
     }
 #undef METRIC
     fclose(f);
@@ -1022,6 +1039,8 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     qw_gate_cfg gc = {.listen_fd = fd,
                       .max_conns = h->cfg.max_conns,
                       .header_deadline_s = h->cfg.header_timeout,
+                      .body_deadline_s = h->cfg.body_timeout,
+                      .max_body = h->cfg.max_body,
                       .max_head = 32 * 1024,
                       .handoff = handoff,
                       .arg = h};
