@@ -1,21 +1,38 @@
-/* gate.h - the HTTP admission gate: holds connections until their request
- * head is complete, so slow clients cost a file descriptor, not a thread.
+/* gate.h - the HTTP admission gate: holds connections until their whole
+ * request (head and body) has arrived, so slow clients cost a file
+ * descriptor, not a thread.
  *
  * libmicrohttpd runs thread-per-connection here because the request layer
  * blocks (a handler waits for its generation). Unguarded, that made
  * slowloris cheap: 300 clients trickling a header at 1 byte/s held every
  * connection slot, each with a thread, and every 120 s idle timeout was
- * reset by the next byte. The gate owns the listening socket instead. One
- * thread polls every connection that has not yet sent its whole head,
- * peeking (never consuming: SO_RCVLOWAT makes poll wake only when more than
- * what was already seen arrives); a connection whose head is complete goes
- * to libmicrohttpd (the handoff callback: MHD_add_connection), with the
- * head still unread in the socket. A head that is not complete within the
- * header deadline, or too large, is answered 408/431 and closed; a head
- * httphead_check() refuses is answered 400/501 at once. At most max_conns
- * connections are open in all (waiting here or handed on): when full, the
- * oldest connection still waiting for its head makes room, and only when
- * none is waiting is the newcomer refused with 503, at once.
+ * reset by the next byte; a complete head followed by a trickled body did
+ * the same. The gate owns the listening socket instead. One thread polls
+ * every connection whose request is not yet in, peeking (never consuming:
+ * SO_RCVLOWAT makes poll wake only when more than what was already seen
+ * arrives, or, for a Content-Length body, only when all of it has);
+ * a connection whose request is complete goes to libmicrohttpd (the
+ * handoff callback: MHD_add_connection), with the request still unread in
+ * the socket.
+ *
+ * The head: not complete within the header deadline → 408; too large →
+ * 431; refused by httphead_check() → 400/501, at once. The body (a
+ * Content-Length, or chunked up to the terminating chunk and trailers): a
+ * Content-Length or chunk sizes over max_body → 413 at once, before the
+ * body; not in within the body deadline (from the end of the head) → 408;
+ * malformed chunk framing, or the client shutting down its side before the
+ * body is complete → 400. "Expect: 100-continue" is answered "100
+ * Continue" by the gate at once (the client waits for it before sending).
+ * What cannot be held: a body larger than a quarter of the socket's receive
+ * buffer (at most hold_body; the buffer is raised to fit) is handed on
+ * once that much has come (a fast upload), or when Linux reports the
+ * buffer full; libmicrohttpd's body deadline covers the rest.
+ *
+ * At most max_conns connections are open in all (waiting here or handed
+ * on): when full, the connection that has waited longest for its request
+ * (head or body) makes room, unless its request has meanwhile arrived
+ * (then it is handed on first); only when none is waiting is the newcomer
+ * refused with 503, at once.
  */
 #ifndef QW_GATE_H
 #define QW_GATE_H

@@ -50,7 +50,7 @@ struct qw_http {
     char bound_host[80];     /* as written in a Host header, e.g. "127.0.0.1" or "[::1]" */
     _Atomic(qw_engine *) eng;
     atomic_int stopping;
-    qw_gate *gate;           /* owns the listening socket; hands complete heads to MHD */
+    qw_gate *gate;           /* owns the listening socket; hands complete requests to MHD */
     long long start_time;
     atomic_ullong http_requests, http_errors;
     atomic_int generating;   /* generation requests not yet completed (answer sent) */
@@ -826,7 +826,10 @@ static double mono_now(void) {
 static enum MHD_Result on_body(qw_http *h, conn *k, const char *data, size_t n) {
     /* A body trickled in byte by byte must not hold its thread for ever
      * (MHD's idle timeout restarts at every byte): a fixed deadline from
-     * the end of the head. */
+     * the end of the head. The gate holds a connection until its body has
+     * come, with the same deadline; this one covers what the gate hands on
+     * early (bodies larger than it holds) and later requests on a
+     * keep-alive connection, which never pass the gate. */
     if (mono_now() - k->t0 > h->cfg.body_timeout) {
         LOG_DEBUG("http: the body did not arrive within %g s: closing", h->cfg.body_timeout);
         return MHD_NO;
@@ -939,7 +942,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- start / stop ---------------------------------------------------------- */
 
-/* The gate's handoff: a connection whose head is complete and acceptable. */
+/* The gate's handoff: a connection whose request (head and body, or as much
+ * of a large body as the gate holds) has arrived and is acceptable. */
 static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t salen) {
     qw_http *h = arg;
     /* MHD closes fd itself when it cannot take it. */
@@ -987,7 +991,7 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     freeaddrinfo(ai);
     /* Thread per connection (handlers block, see the top), but MHD never
      * sees the listening socket: the gate (gate.h) holds each connection
-     * until its head is complete, so slow clients cost no thread. */
+     * until its head and body are in, so slow clients cost no thread. */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                      MHD_USE_NO_LISTEN_SOCKET;
     char addr[INET6_ADDRSTRLEN];
