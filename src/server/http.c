@@ -50,7 +50,7 @@ struct qw_http {
     char bound_host[80];     /* as written in a Host header, e.g. "127.0.0.1" or "[::1]" */
     _Atomic(qw_engine *) eng;
     atomic_int stopping;
-    qw_gate *gate;           /* owns the listening socket; hands complete heads to MHD */
+    qw_gate *gate;           /* owns the listening socket; hands complete requests to MHD */
     long long start_time;
     atomic_ullong http_requests, http_errors;
     atomic_int generating;   /* generation requests not yet completed (answer sent) */
@@ -429,22 +429,39 @@ static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, const con
     if (h->gate) {
         qw_gate_stats gs;
         gate_stats(h->gate, &gs);
-        METRIC("http_connections_open", "gauge", "Connections open (waiting for their head + handed on).", "%d",
+        METRIC("http_connections_open", "gauge", "Connections open (waiting in the gate + handed on).", "%d",
                gs.open);
         METRIC("http_connections_waiting", "gauge", "Connections still sending their request head.", "%d",
                gs.waiting);
+        METRIC("http_connections_waiting_body", "gauge",
+               "Connections with a complete head still sending their body (held by the gate, no thread).", "%d",
+               gs.waiting_body);
         METRIC("http_connections_accepted_total", "counter", "Connections accepted.", "%llu", gs.accepted);
-        METRIC("http_connections_handed_total", "counter", "Connections whose head was complete and acceptable.",
-               "%llu", gs.handed);
+        METRIC("http_connections_handed_total", "counter",
+               "Connections handed to a thread: request complete, or body larger than the gate holds.", "%llu",
+               gs.handed);
+        METRIC("http_connections_handed_partial_total", "counter",
+               "Connections handed on before their body was complete (larger than the gate holds).", "%llu",
+               gs.handed_partial);
         METRIC("http_connections_refused_total", "counter", "Connections refused 503: every slot held a request.",
                "%llu", gs.refused_full);
         METRIC("http_connections_evicted_total", "counter",
-               "Connections answered 503 to make room: the longest still waiting for its head.", "%llu",
+               "Connections answered 503 to make room: the longest still waiting for its request.", "%llu",
                gs.evicted);
         METRIC("http_connections_timed_out_total", "counter", "Connections whose head missed --header-timeout.",
                "%llu", gs.timed_out);
+        METRIC("http_connections_body_timed_out_total", "counter",
+               "Connections whose body missed its deadline in the gate (6 x --header-timeout): 408.", "%llu",
+               gs.body_timed_out);
         METRIC("http_connections_bad_head_total", "counter", "Connections refused for a bad or oversized head.",
                "%llu", gs.bad_head);
+        METRIC("http_connections_bad_body_total", "counter",
+               "Connections refused 400 for a malformed chunked body or one cut by a half-close.", "%llu",
+               gs.bad_body);
+        METRIC("http_connections_too_large_total", "counter", "Connections answered 413 by the gate (--max-body).",
+               "%llu", gs.too_large);
+        METRIC("http_connections_continued_total", "counter",
+               "Expect: 100-continue answered by the gate before it waits for the body.", "%llu", gs.continued);
     }
 #undef METRIC
     fclose(f);
@@ -805,7 +822,10 @@ static double mono_now(void) {
 static enum MHD_Result on_body(qw_http *h, conn *k, const char *data, size_t n) {
     /* A body trickled in byte by byte must not hold its thread for ever
      * (MHD's idle timeout restarts at every byte): a fixed deadline from
-     * the end of the head. */
+     * the end of the head. The gate holds a connection until its body has
+     * come, with the same deadline; this one covers what the gate hands on
+     * early (bodies larger than it holds) and later requests on a
+     * keep-alive connection, which never pass the gate. */
     if (mono_now() - k->t0 > h->cfg.body_timeout) {
         LOG_DEBUG("http: the body did not arrive within %g s: closing", h->cfg.body_timeout);
         return MHD_NO;
@@ -919,7 +939,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- start / stop ---------------------------------------------------------- */
 
-/* The gate's handoff: a connection whose head is complete and acceptable. */
+/* The gate's handoff: a connection whose request (head and body, or as much
+ * of a large body as the gate holds) has arrived and is acceptable. */
 static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t salen) {
     qw_http *h = arg;
     /* MHD closes fd itself when it cannot take it. */
@@ -967,7 +988,7 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     freeaddrinfo(ai);
     /* Thread per connection (handlers block, see the top), but MHD never
      * sees the listening socket: the gate (gate.h) holds each connection
-     * until its head is complete, so slow clients cost no thread. */
+     * until its head and body are in, so slow clients cost no thread. */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                      MHD_USE_NO_LISTEN_SOCKET;
     char addr[INET6_ADDRSTRLEN];
@@ -1019,6 +1040,8 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     qw_gate_cfg gc = {.listen_fd = fd,
                       .max_conns = h->cfg.max_conns,
                       .header_deadline_s = h->cfg.header_timeout,
+                      .body_deadline_s = h->cfg.body_timeout,
+                      .max_body = h->cfg.max_body,
                       .max_head = 32 * 1024,
                       .handoff = handoff,
                       .arg = h};
