@@ -1,0 +1,151 @@
+/* qrepack_ref.c - the repacked layout of the block-32 types (kernels.h:
+ * "repacked weights"): the conversion at load (qw_repack_q, plain C, not
+ * per level) and the plain-C twin of matmul_qr, which reads the repacked
+ * tiles back weight by weight and runs qdot_ref.c's float steps per row,
+ * so its result is bitwise the reference matmul_q on the original.
+ */
+#include <math.h>
+
+#include "kernels/kernels_impl.h"
+
+int qw_repack_ok(qw_dtype t) {
+    return t == QW_Q8_0 || t == QW_Q4_0 || t == QW_Q4_1 || t == QW_Q5_0 || t == QW_Q5_1;
+}
+
+/* Byte offsets inside a tile block (16 rows' block b): d, m, qh, q. */
+typedef struct {
+    int m, qh, q, size;
+} tb_layout;
+
+static inline __attribute__((always_inline)) tb_layout layout(qw_dtype t) {
+    const qw_type_traits *tt = qw_type(t);
+    tb_layout L;
+    int o = 2 * QW_RP_ROWS;
+    L.m = tt->m_off >= 0 ? o : -1;
+    if (tt->m_off >= 0) o += 2 * QW_RP_ROWS;
+    L.qh = tt->qh_off >= 0 ? o : -1;
+    if (tt->qh_off >= 0) o += 8 * 8;
+    L.q = o;
+    L.size = QW_RP_ROWS * tt->bytes;
+    return L;
+}
+
+/* Row i's block blk of type t into tile block tb (zeroed), byte-wise: it
+ * runs once per weight at load, so no per-weight work. Weight j of the
+ * original: j < 16 the low nibble of qs[j], else the high nibble of
+ * qs[j - 16], plus bit j of qh as its bit 4 (Q5_*); Q8_0 stored + 128. */
+static inline __attribute__((always_inline)) void repack_row(qw_dtype t, const tb_layout *L, uint8_t *tb, const uint8_t *blk, int i) {
+    const qw_type_traits *tt = qw_type(t);
+    memcpy(tb + 2 * i, blk + tt->d_off, 2);
+    if (L->m >= 0) memcpy(tb + L->m + 2 * i, blk + tt->m_off, 2);
+    const uint8_t *qs = blk + tt->qs_off;
+    if (t == QW_Q8_0) {
+        for (int j = 0; j < 32; j++) tb[L->q + 64 * (j / 4) + 4 * i + j % 4] = (uint8_t)(qs[j] ^ 0x80);
+        return;
+    }
+    /* nibble vector v: weights 8v + c (low) and 8v + 4 + c (high) */
+    for (int v = 0; v < 4; v++)
+        for (int c = 0; c < 4; c++) {
+            int a = v < 2 ? qs[8 * v + c] & 15 : qs[8 * (v - 2) + c] >> 4;
+            int b = v < 2 ? qs[8 * v + 4 + c] & 15 : qs[8 * (v - 2) + 4 + c] >> 4;
+            tb[L->q + 64 * v + 4 * i + c] = (uint8_t)(a | b << 4);
+        }
+    if (L->qh >= 0) { /* mask j, bits 4i..4i+3: bits 4j..4j+3 of qh */
+        uint32_t qh = qw_u32_at(blk + tt->qh_off);
+        for (int j = 0; j < 8; j++) {
+            uint8_t nib = (uint8_t)((qh >> (4 * j)) & 15);
+            tb[L->qh + 8 * j + i / 2] |= (uint8_t)(i % 2 ? nib << 4 : nib);
+        }
+    }
+}
+
+/* Specialised per type (t a constant after inlining: every offset folds). */
+static inline __attribute__((always_inline)) void repack_tiles(qw_dtype t, void *dst, const void *src, int64_t rows,
+                                                              int64_t k) {
+    const qw_type_traits *tt = qw_type(t);
+    const tb_layout L = layout(t);
+    const int64_t nb = k / 32, rb = nb * tt->bytes;
+    for (int64_t r0 = 0; r0 < rows; r0 += QW_RP_ROWS)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *tb = (uint8_t *)dst + (r0 / QW_RP_ROWS * nb + b) * L.size;
+            memset(tb, 0, (size_t)L.size);
+            for (int i = 0; i < QW_RP_ROWS; i++)
+                repack_row(t, &L, tb, (const uint8_t *)src + (r0 + i) * rb + b * tt->bytes, i);
+        }
+}
+
+void qw_repack_q(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k) {
+    switch (t) {
+    case QW_Q8_0: repack_tiles(QW_Q8_0, dst, src, rows, k); break;
+    case QW_Q4_0: repack_tiles(QW_Q4_0, dst, src, rows, k); break;
+    case QW_Q4_1: repack_tiles(QW_Q4_1, dst, src, rows, k); break;
+    case QW_Q5_0: repack_tiles(QW_Q5_0, dst, src, rows, k); break;
+    case QW_Q5_1: repack_tiles(QW_Q5_1, dst, src, rows, k); break;
+    default: break;
+    }
+}
+
+/* Weight j of row i of a tile block as a small unsigned integer (Q8_0:
+ * q + 128; the rest: nibble plus high bit). */
+static int tb_weight(qw_dtype t, const tb_layout *L, const uint8_t *tb, int i, int j) {
+    int vec = j / 4, c = j % 4;
+    if (t == QW_Q8_0) return tb[L->q + 64 * vec + 4 * i + c];
+    int v = tb[L->q + 64 * (j / 8) + 4 * i + c];
+    v = vec % 2 ? v >> 4 : v & 15;
+    if (L->qh >= 0) v |= ((tb[L->qh + 8 * vec + (4 * i + c) / 8] >> ((4 * i + c) % 8)) & 1) << 4;
+    return v;
+}
+
+/* What sum(w_unsigned * qx) exceeds isum by, in units of s: Q8_0 stored
+ * + 128, Q4_0 and Q5_0 their zero, the types with a min nothing. */
+static int offset_of(qw_dtype t) { return t == QW_Q8_0 ? 128 : qw_type(t)->zero; }
+
+static void matmul_qr_blocks(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
+                             const void *W, int64_t k, int64_t o0, int64_t o1) {
+    const tb_layout L = layout(dt);
+    const int64_t nb = k / 32;
+    const int off = offset_of(dt);
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
+        const int8_t *qx = (const int8_t *)xr;
+        for (int64_t o = o0; o < o1; o++) {
+            const int i = (int)(o % QW_RP_ROWS);
+            const uint8_t *tile = (const uint8_t *)W + o / QW_RP_ROWS * nb * L.size;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *tb = tile + b * L.size;
+                float dx;
+                int32_t s, isum = 0;
+                memcpy(&dx, xr + k + 4 * b, 4);
+                memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
+                for (int j = 0; j < 32; j++) isum += tb_weight(dt, &L, tb, i, j) * qx[32 * b + j];
+                isum -= off * s;
+                acc[b % 8] = fmaf(qw_f16_at(tb + 2 * i) * dx, (float)isum, acc[b % 8]);
+                if (L.m >= 0) acc[b % 8] = fmaf(qw_f16_at(tb + L.m + 2 * i) * dx, (float)s, acc[b % 8]);
+            }
+            Y[t * ldy + o] = qw_qdot_tree(acc);
+        }
+    }
+}
+
+#define QR_REF(NAME, DT)                                                                                       \
+    static void NAME(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, int64_t k, \
+                     int64_t o0, int64_t o1) {                                                                 \
+        matmul_qr_blocks(DT, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                               \
+    }
+QR_REF(matmul_qr_q8_0_ref, QW_Q8_0)
+QR_REF(matmul_qr_q4_0_ref, QW_Q4_0)
+QR_REF(matmul_qr_q4_1_ref, QW_Q4_1)
+QR_REF(matmul_qr_q5_0_ref, QW_Q5_0)
+QR_REF(matmul_qr_q5_1_ref, QW_Q5_1)
+
+const qw_kernels kernels_qrepack_ref = {
+    .matmul_qr =
+        {
+            [QW_Q8_0] = matmul_qr_q8_0_ref,
+            [QW_Q4_0] = matmul_qr_q4_0_ref,
+            [QW_Q4_1] = matmul_qr_q4_1_ref,
+            [QW_Q5_0] = matmul_qr_q5_0_ref,
+            [QW_Q5_1] = matmul_qr_q5_1_ref,
+        },
+};
