@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "model/model.h"
+#include "model/model_internal.h"
 #include "runtime/pool.h"
 
 typedef struct {
@@ -38,7 +38,25 @@ static void repack_run(void *arg, int tid, int nth) {
                     (hi - lo) * QW_RP_ROWS, m->cols);
 }
 
-/* Drop the pages wholly inside [p, p + n) from this process's memory. */
+/* Whether [p, p + n) lies in one of the model's file mappings (read-only,
+ * MAP_PRIVATE: dropping its pages loses nothing). A matrix in memory the
+ * model owns (model_quantize's buffer, an aligned copy) is not: there
+ * MADV_DONTNEED would zero it. */
+static int in_map(const qw_mapfile *mf, const void *p, int64_t n) {
+    const uint8_t *a = p;
+    return mf->data && a >= mf->data && a + n <= mf->data + mf->size;
+}
+
+static int file_backed(const qw_model *m, const void *p, int64_t n) {
+    const model_priv *pv = m->priv;
+    if (!pv) return 0;
+    if (in_map(&pv->gg.map, p, n)) return 1;
+    for (int i = 0; i < pv->st.n_files; i++)
+        if (in_map(&pv->st.maps[i], p, n)) return 1;
+    return 0;
+}
+
+/* Drop the pages wholly inside [p, p + n) (file-backed) from this process's memory. */
 static void release(const void *p, int64_t n) {
 #ifdef MADV_DONTNEED
     long pg = sysconf(_SC_PAGESIZE);
@@ -87,7 +105,7 @@ int model_repack(qw_model *m, int threads, qw_err *err) {
         int64_t bytes = qw_dtype_row_bytes(w->dtype, w->cols) * w->rows;
         repack_job j = {w, buf + off};
         pool_run(pool, repack_run, &j);
-        release(w->data, bytes); /* a tied lm_head: its lookups fault in one page per token */
+        if (file_backed(m, w->data, bytes)) release(w->data, bytes); /* a tied lm_head: its lookups fault in a page per token */
         w->rp = buf + off;
         off += bytes;
     }
