@@ -201,6 +201,9 @@ def main():
     ap.add_argument("--type", default="bf16", choices=["bf16", "f16", "f32"] + list(QUANT) + ["mixed"])
     ap.add_argument("--dequant", action="store_true",
                     help="store the quantized weights dequantized, as F32 (a test reference)")
+    ap.add_argument("--split-max-tensors", type=int, default=0, metavar="N",
+                    help="write a split model, at most N tensors per part, named as llama-gguf-split does "
+                         "(OUT without .gguf + -00001-of-0000K.gguf); gguf-py's writer does the splitting")
     args = ap.parse_args()
 
     with open(os.path.join(args.model_dir, "config.json")) as f:
@@ -220,7 +223,10 @@ def main():
              "mixed": "MOSTLY_Q4_K_M"}[args.type]
     ftype = gguf.LlamaFileType.ALL_F32 if args.dequant else getattr(gguf.LlamaFileType, ftype)
 
-    w = gguf.GGUFWriter(args.out + ".tmp", "qwen2")
+    split = args.split_max_tensors > 0
+    # Split parts are named from OUT by the writer; a whole file is written
+    # under a temporary name and renamed, so a reader never sees half a file.
+    w = gguf.GGUFWriter(args.out if split else args.out + ".tmp", "qwen2", split_max_tensors=args.split_max_tensors)
     w.add_name(os.path.basename(os.path.normpath(args.model_dir)))
     w.add_context_length(cfg.get("max_position_embeddings", 32768))
     w.add_embedding_length(h)
@@ -325,6 +331,10 @@ def main():
     if counts:
         print("to_gguf: matrices: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), file=sys.stderr)
     w.close()
+    if split:
+        print(f"to_gguf: wrote {args.out[:-5] if args.out.endswith('.gguf') else args.out}-*-of-*.gguf "
+              f"({args.type}, {len(plans)} tensors, at most {args.split_max_tensors} per part)", file=sys.stderr)
+        return
     os.replace(args.out + ".tmp", args.out)
     print(f"to_gguf: wrote {args.out} ({os.path.getsize(args.out) / 1e6:.0f} MB, {args.type}, "
           f"{len(plans)} tensors, {len(tokens)} tokens, {len(merges)} merges)", file=sys.stderr)

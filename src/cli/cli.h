@@ -161,6 +161,17 @@ void cli_warn_ctx_capped(const qw_opts *o, int n_ctx_used, int model_max);
  * (a GGUF's quantized tensors). */
 void cli_warn_quant_kept(const qw_opts *o, const struct qw_model *m);
 
+/* The engine options every server mode takes from the command line: the
+ * model folder dir, --threads, --quant, --precision, speculation,
+ * --cache-ram, --ctx, --parallel, --queue, the sampling flags (NULL without
+ * any). A mode sets what is its own on top. (src/cli/common.c) */
+struct qw_engine;
+struct qw_engine_opts;
+void cli_engine_opts(const qw_opts *o, const char *dir, struct qw_engine_opts *eo);
+/* engine_open(e, eo), then the warnings about what the command line asked
+ * for and did not get; on failure prints "qwenc: <reason>", returns -1. */
+int cli_engine_open(struct qw_engine *e, const qw_opts *o, const struct qw_engine_opts *eo);
+
 /* Parse token ids separated by spaces, tabs, newlines or commas into a
  * malloc'd array. On bad input prints "qwenc: WHAT: ..." and returns -1.
  * (src/cli/common.c) */

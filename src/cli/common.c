@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "model/model.h"
 #include "runtime/pool.h"
+#include "server/engine.h"
 
 int cli_quantize(const qw_opts *o, qw_model *m) {
     qw_err err;
@@ -139,4 +140,30 @@ void cli_warn_quant_kept(const qw_opts *o, const qw_model *m) {
     if (o->quant >= 0 && m->n_quant_kept > 0)
         cli_warn("--quant %s: %d matrices of %s are quantized already and kept as they are", qw_dtype_name((qw_dtype)o->quant),
                  m->n_quant_kept, m->name ? m->name : "the model");
+}
+
+void cli_engine_opts(const qw_opts *o, const char *dir, qw_engine_opts *eo) {
+    *eo = (qw_engine_opts){
+        .model_dir = dir,
+        .threads = o->threads,
+        .quant = o->quant,
+        .precision = o->precision,
+        .spec_k = opts_spec_k(o),
+        .cache_mb = o->cache_mb,
+        .n_ctx = o->n_ctx,
+        .parallel = o->parallel,
+        .queue = o->queue,
+        .sampling = o->sampling_set ? &o->sampling : NULL,
+    };
+}
+
+int cli_engine_open(qw_engine *e, const qw_opts *o, const qw_engine_opts *eo) {
+    qw_err err;
+    if (engine_open(e, eo, &err) != 0) {
+        fprintf(stderr, "qwenc: %s\n", err.msg);
+        return -1;
+    }
+    cli_warn_ctx_capped(o, e->n_ctx, e->model->cfg.max_pos);
+    cli_warn_quant_kept(o, e->model);
+    return 0;
 }

@@ -174,13 +174,30 @@ int mode_list(int argc, char **argv) {
             char tag[64], full[PATH_MAX];
             int part, count;
             if (hub_gguf_quant(files[k], tag, sizeof tag, &part, &count) != 0) continue;
+            if (count > 1 && part != 1) continue; /* a split model is one row, at its first part */
             struct stat st;
             spf(full, sizeof full, "%s/%s", snap, files[k]);
             if (stat(full, &st) != 0) continue;
-            fmt_size(sz, sizeof sz, (double)st.st_size);
+            double bytes = (double)st.st_size;
+            int parts = 1;
+            for (int j = 0; j < n_files && count > 1; j++) {
+                char tj[64];
+                int pj, cj;
+                if (j == k || hub_gguf_quant(files[j], tj, sizeof tj, &pj, &cj) != 0 || cj != count ||
+                    strcmp(tj, tag) != 0)
+                    continue;
+                spf(full, sizeof full, "%s/%s", snap, files[j]);
+                if (stat(full, &st) == 0) {
+                    bytes += (double)st.st_size;
+                    parts++;
+                }
+            }
+            fmt_size(sz, sizeof sz, bytes);
             char name[400];
             spf(name, sizeof name, "%s:%s", repo, tag[0] ? tag : files[k]);
-            if (count > 1) printf("%-56s %10s  GGUF, part %d of %d\n", name, sz, part, count);
+            if (count > 1)
+                printf("%-56s %10s  GGUF, %d parts%s\n", name, sz, count,
+                       parts < count ? " (parts missing: qwenc pull fetches them)" : "");
             else printf("%-56s %10s  GGUF\n", name, sz);
             ggufs++;
         }

@@ -56,28 +56,12 @@ int mode_http(const qw_opts *o) {
         return 1;
     }
     qw_engine e;
-    qw_engine_opts eo = {
-        .model_dir = dir,
-        .threads = o->threads,
-        .quant = o->quant,
-        .precision = o->precision,
-        .spec_k = opts_spec_k(o),
-        .cache_mb = o->cache_mb,
-        .n_ctx = o->n_ctx,
-        .parallel = o->parallel,
-        .queue = o->queue,
-        .need_tokenizer = 1,
-        .sampling = o->sampling_set ? &o->sampling : NULL,
-        .model_id = served_name(o),
-        .any_model = o->any_model,
-    };
-    int rc_open = engine_open(&e, &eo, &err);
-    if (rc_open == 0) {
-        cli_warn_ctx_capped(o, e.n_ctx, e.model->cfg.max_pos);
-        cli_warn_quant_kept(o, e.model);
-    }
-    if (rc_open != 0) {
-        fprintf(stderr, "qwenc: %s\n", err.msg);
+    qw_engine_opts eo;
+    cli_engine_opts(o, dir, &eo);
+    eo.need_tokenizer = 1;
+    eo.model_id = served_name(o);
+    eo.any_model = o->any_model;
+    if (cli_engine_open(&e, o, &eo) != 0) {
         http_stop(h);
         free(dir);
         return 1;

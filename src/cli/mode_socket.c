@@ -23,25 +23,10 @@ int mode_socket(const qw_opts *o) {
     qw_err err;
     qw_engine e;
     qw_sampling greedy = sampling_default();
-    qw_engine_opts eo = {
-        .model_dir = dir,
-        .threads = o->threads,
-        .quant = o->quant,
-        .precision = o->precision,
-        .spec_k = opts_spec_k(o),
-        .cache_mb = o->cache_mb,
-        .n_ctx = o->n_ctx,
-        .parallel = o->parallel,
-        .queue = o->queue,
-        .sampling = o->sampling_set ? &o->sampling : &greedy,
-    };
-    int rc_open = engine_open(&e, &eo, &err);
-    if (rc_open == 0) {
-        cli_warn_ctx_capped(o, e.n_ctx, e.model->cfg.max_pos);
-        cli_warn_quant_kept(o, e.model);
-    }
-    if (rc_open != 0) {
-        fprintf(stderr, "qwenc: %s\n", err.msg);
+    qw_engine_opts eo;
+    cli_engine_opts(o, dir, &eo);
+    if (!eo.sampling) eo.sampling = &greedy; /* without sampling flags: greedy, as the seed */
+    if (cli_engine_open(&e, o, &eo) != 0) {
         free(dir);
         return 1;
     }

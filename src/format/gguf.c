@@ -2,7 +2,6 @@
 #include "format/gguf.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,30 +54,6 @@ int gguf_is_path(const char *path) {
     const char *e = path + n - 5;
     return e[0] == '.' && tolower((unsigned char)e[1]) == 'g' && tolower((unsigned char)e[2]) == 'g' &&
            tolower((unsigned char)e[3]) == 'u' && tolower((unsigned char)e[4]) == 'f';
-}
-
-int gguf_dir_single(const char *dir, char **path, qw_err *err) {
-    *path = NULL;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    char first[512] = "";
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.' || !gguf_is_path(e->d_name)) continue;
-        if (n++ == 0) snprintf(first, sizeof first, "%s", e->d_name);
-        else {
-            qw_errf(err, "model: %s: several .gguf files (%s, %s, ...): name the one to load", dir, first, e->d_name);
-            closedir(d);
-            return -1;
-        }
-    }
-    closedir(d);
-    if (!n) return 0;
-    size_t len = strlen(dir) + strlen(first) + 2;
-    *path = malloc(len);
-    if (!*path) return qw_errf(err, "model: %s: out of memory", dir);
-    snprintf(*path, len, "%s/%s", dir, first);
-    return 1;
 }
 
 /* ------------------------------------------------------------ reading */
@@ -538,25 +513,4 @@ int gguf_tensor_check(const gguf_file *f, const gguf_tensor *t, qw_err *err) {
     return qw_errf(err, "gguf: %s: tensor '%s' has type %s: %s", f->label, t->name, t->type_name,
                    quant ? "this quantized type is not supported yet (" SUPPORTED " are)"
                          : "only " SUPPORTED " tensors are supported");
-}
-
-/* ------------------------------------------------------------ open */
-
-static int open_map(gguf_map *g, const char *path, int willneed, qw_err *err) {
-    memset(g, 0, sizeof *g);
-    if (mapfile_open_ex(&g->map, path, willneed, err)) return -1;
-    if (gguf_parse(&g->f, g->map.data, g->map.size, path, err)) {
-        mapfile_close(&g->map);
-        return -1;
-    }
-    return 0;
-}
-
-int gguf_open(gguf_map *g, const char *path, qw_err *err) { return open_map(g, path, 1, err); }
-int gguf_open_meta(gguf_map *g, const char *path, qw_err *err) { return open_map(g, path, 0, err); }
-
-void gguf_close(gguf_map *g) {
-    if (!g) return;
-    gguf_free(&g->f);
-    mapfile_close(&g->map);
 }

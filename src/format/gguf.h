@@ -135,22 +135,32 @@ int gguf_tensor_check(const gguf_file *f, const gguf_tensor *t, qw_err *err);
 const char *gguf_type_name(uint32_t ggml_type);   /* "?" if unknown */
 const char *gguf_vtype_name(uint32_t value_type); /* "uint32", ... */
 
-/* A mapped and parsed GGUF file. */
+/* A mapped and parsed GGUF model: one file, or every part of a split model
+ * (gguf_open.c): f has the first part's metadata and all parts' tensors. */
 typedef struct gguf_map {
-    qw_mapfile map;
+    qw_mapfile map;          /* the file, or the first part */
     gguf_file f;
+    qw_mapfile *parts;       /* [n_parts - 1]: parts 2.. of a split model */
+    int n_parts;             /* 1 unless split */
+    uint64_t size;           /* bytes of every part mapped */
 } gguf_map;
 
-/* Map and parse path. gguf_open_meta() is for callers that read only the
- * metadata (the tokenizer): no read-ahead of the tensor data. */
+/* Map and parse path; for a split model (any of its parts may be named)
+ * every part. gguf_open_meta() is for callers that read only the metadata
+ * (the tokenizer): the first part only, no read-ahead of tensor data. */
 int gguf_open(gguf_map *g, const char *path, qw_err *err);
 int gguf_open_meta(gguf_map *g, const char *path, qw_err *err);
 void gguf_close(gguf_map *g);
 
+/* 1 if path ends in "-NNNNN-of-MMMMM.gguf" (1 <= N <= M): *prefix_len
+ * bytes come before it, *no = N, *count = M; else 0. */
+int gguf_split_name(const char *path, size_t *prefix_len, int *no, int *count);
+
 /* 1 if path ends in ".gguf" (any case). */
 int gguf_is_path(const char *path);
 
-/* The one *.gguf file in folder dir: returns 1 and *path (malloc'd), 0 if
+/* The one *.gguf model in folder dir (the parts of one split model count
+ * as one, named by its first part): returns 1 and *path (malloc'd), 0 if
  * there is none (or dir cannot be read), -1 with a message if there are
  * several (which one is meant is ambiguous). */
 int gguf_dir_single(const char *dir, char **path, qw_err *err);

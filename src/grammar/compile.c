@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "grammar/grammar_internal.h"
 
@@ -140,21 +141,13 @@ static int hexval(int c) {
     return -1;
 }
 
-/* Decode one UTF-8 character of the grammar text; -1 if invalid. */
+/* Decode one UTF-8 character of the grammar text; -1 if invalid
+ * (utf8proc: overlong forms, surrogates and past U+10FFFF too). */
 static long utf8_next(parser *ps) {
-    const unsigned char *q = (const unsigned char *)ps->p;
-    size_t left = (size_t)(ps->end - ps->p);
-    unsigned c = q[0];
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (!n || (size_t)n > left) return -1;
-    long cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (int i = 1; i < n; i++) {
-        if ((q[i] & 0xc0) != 0x80) return -1;
-        cp = (cp << 6) | (q[i] & 0x3f);
-    }
-    static const long min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-    ps->p += n;
+    utf8proc_int32_t cp;
+    utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)ps->p, ps->end - ps->p, &cp);
+    if (k <= 0) return -1;
+    ps->p += k;
     return cp;
 }
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "grammar/grammar_internal.h"
 
@@ -176,18 +177,13 @@ static void emit_cset(rx *x, cset *s) {
 
 /* ---- parser ----------------------------------------------------------- */
 
+/* One UTF-8 character of the pattern; -1 if invalid (utf8proc refuses
+ * overlong forms, surrogates and code points past U+10FFFF). */
 static long utf8_cp(rx *x) {
-    const unsigned char *q = (const unsigned char *)x->p;
-    size_t left = (size_t)(x->end - x->p);
-    unsigned c = q[0];
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (!n || (size_t)n > left) return -1;
-    long cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (int i = 1; i < n; i++) {
-        if ((q[i] & 0xc0) != 0x80) return -1;
-        cp = (cp << 6) | (q[i] & 0x3f);
-    }
-    x->p += n;
+    utf8proc_int32_t cp;
+    utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)x->p, x->end - x->p, &cp);
+    if (k <= 0) return -1;
+    x->p += k;
     return cp;
 }
 

@@ -806,21 +806,27 @@ out:
     return rc;
 }
 
-/* The .gguf of p->quant in the listing: its file name (malloc'd), or NULL
- * with a message (none, several quants, a split model). */
-static char *pick_gguf(puller *p, char **names, int n, const char *quant, qw_err *err) {
+/* The .gguf file(s) of p->quant in the listing: *n_parts names (several,
+ * in part order, for a split model) into *parts (malloc'd), or -1 with a
+ * message (none, several quants, parts missing). */
+static int pick_gguf(puller *p, char **names, int n, const char *quant, char ***parts, int *n_parts, qw_err *err) {
+    *parts = NULL;
+    *n_parts = 0;
     int *picked = malloc((size_t)(n > 0 ? n : 1) * sizeof *picked);
-    if (!picked) { qw_errf(err, "hub: out of memory"); return NULL; }
+    if (!picked) return qw_errf(err, "hub: out of memory");
     int k = hub_gguf_pick((const char *const *)names, n, quant, p->repo, picked, err);
-    char *name = NULL;
-    if (k < 0) qw_err_prefix(err, "hub");
-    else if (k > 1)
-        qw_errf(err, "hub: %s: %s is split into %d files (%s, ...): qwenc loads single-file GGUFs only; "
-                "pick another quant, or merge the parts with llama.cpp's llama-gguf-split --merge", p->repo,
-                quant ? quant : "the model", k, names[picked[0]]);
-    else if (!(name = strdup(names[picked[0]]))) qw_errf(err, "hub: out of memory");
+    if (k < 0) {
+        free(picked);
+        return qw_err_prefix(err, "hub");
+    }
+    *parts = calloc((size_t)k, sizeof **parts);
+    for (int i = 0; *parts && i < k; i++) {
+        if (!((*parts)[i] = strdup(names[picked[i]]))) break;
+        (*n_parts)++;
+    }
     free(picked);
-    return name;
+    if (*n_parts != k) return qw_errf(err, "hub: out of memory");
+    return 0;
 }
 
 static char *endpoint_from(const hub_pull_opts *o) {
@@ -839,8 +845,8 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
                                  "tokenizer_config.json", "vocab.json", "merges.txt"};
     const char *rev = o->revision ? o->revision : "main";
     puller p = {0};
-    char *endpoint = NULL, **shards = NULL, **files = NULL, *gguf_file = NULL;
-    int n_shards = 0, n_files = 0, rc = -1;
+    char *endpoint = NULL, **shards = NULL, **files = NULL, **gguf_parts = NULL;
+    int n_shards = 0, n_files = 0, n_gguf_parts = 0, rc = -1;
     *snapshot = NULL;
     if (hub_repo_valid(repo, err) != 0 || hub_revision_valid(rev, err) != 0) return -1;
     endpoint = endpoint_from(o);
@@ -929,9 +935,9 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
         }
     }
     if (gguf) {
-        gguf_file = pick_gguf(&p, files, n_files, o->quant, err);
-        if (!gguf_file) goto out_curl;
-        if (fetch(&p, rev, gguf_file, 1, err) < 0) goto out_curl;
+        if (pick_gguf(&p, files, n_files, o->quant, &gguf_parts, &n_gguf_parts, err) < 0) goto out_curl;
+        for (int i = 0; i < n_gguf_parts; i++) /* every part of a split model */
+            if (fetch(&p, rev, gguf_parts[i], 1, err) < 0) goto out_curl;
     } else {
         for (size_t i = 0; i < sizeof meta / sizeof *meta; i++) {
             int f = fetch(&p, rev, meta[i], i == 0, err);
@@ -949,8 +955,8 @@ int hub_pull(const char *repo, const hub_pull_opts *o, char **snapshot, qw_err *
     }
     if (strcmp(rev, p.commit) != 0 && write_ref(&p, rev, err) != 0) goto out_curl;
     *snapshot = join3(p.repo_dir, "/snapshots/", p.commit);
-    if (*snapshot && gguf_file) {
-        char *f = join3(*snapshot, "/", gguf_file);
+    if (*snapshot && n_gguf_parts) { /* the model is named by its (first) file */
+        char *f = join3(*snapshot, "/", gguf_parts[0]);
         free(*snapshot);
         *snapshot = f;
     }
@@ -972,7 +978,8 @@ out:
     free(shards);
     for (int i = 0; i < n_files; i++) free(files[i]);
     free(files);
-    free(gguf_file);
+    for (int i = 0; i < n_gguf_parts; i++) free(gguf_parts[i]);
+    free(gguf_parts);
     free(p.repo_dir);
     free(endpoint);
     return rc;

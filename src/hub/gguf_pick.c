@@ -135,9 +135,7 @@ char *hub_cached_gguf(const char *repo, const char *rev, const char *quant, qw_e
     char what[600];
     snprintf(what, sizeof what, "%s (cached)", repo);
     int k = picked ? hub_gguf_pick((const char *const *)names, n, quant, what, picked, err) : -1;
-    if (k > 1) qw_errf(err, "%s: the %s model is split into %d files: qwenc loads single-file GGUFs only", repo,
-                       quant ? quant : "GGUF", k);
-    else if (k == 1) path = hub_path_join(snap, names[picked[0]]);
+    if (k >= 1) path = hub_path_join(snap, names[picked[0]]); /* a split model: its first part */
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     free(picked);

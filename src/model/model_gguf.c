@@ -209,5 +209,5 @@ int model_load_gguf(qw_model *m, model_priv *p, const char *path, qw_err *err) {
         free(m->name);
         m->name = n;
     }
-    return model_build(m, &gguf_names, gguf_find_fn, &p->gg.f, path, p->gg.map.size, err);
+    return model_build(m, &gguf_names, gguf_find_fn, &p->gg.f, path, p->gg.size, err);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -29,23 +30,13 @@ static const char *type_for(int status) {
     }
 }
 
-/* Length of the valid UTF-8 character at s[0..n), or 0 if invalid. */
+/* Length of the valid UTF-8 character at s[0..n), or 0 if invalid
+ * (utf8proc refuses overlong forms, surrogates and code points past
+ * U+10FFFF). */
 static size_t utf8_char_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t k;
-    unsigned cp, min;
-    if ((c & 0xE0) == 0xC0) { k = 1; cp = c & 0x1F; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { k = 2; cp = c & 0x0F; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { k = 3; cp = c & 0x07; min = 0x10000; }
-    else return 0;
-    if (n <= k) return 0;
-    for (size_t i = 1; i <= k; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return k + 1;
+    utf8proc_int32_t cp;
+    utf8proc_ssize_t k = utf8proc_iterate(s, (utf8proc_ssize_t)n, &cp);
+    return k > 0 ? (size_t)k : 0;
 }
 
 /* Replace bytes that are not valid UTF-8 by '?' (a message may quote a

@@ -137,6 +137,24 @@ static int open_now(qw_gate *g) {
     return n;
 }
 
+static int oldest_waiter(const qw_gate *g) {
+    int oldest = -1;
+    for (int i = 0; i < g->n_w; i++)
+        if (g->w[i].kind == W_HEAD && (oldest < 0 || g->w[i].t0 < g->w[oldest].t0)) oldest = i;
+    return oldest;
+}
+
+/* Would check_head() settle waiter i now (its head complete or too large,
+ * or the client gone), rather than keep it waiting? Peeks, never reads. */
+static int head_decided(qw_gate *g, int i) {
+    ssize_t r = recv(g->w[i].fd, g->peek, (size_t)g->cfg.max_head + 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    if (r == 0) return 1;
+    return (size_t)r > (size_t)g->cfg.max_head || httphead_end(g->peek, (size_t)r) != 0;
+}
+
+static void check_head(qw_gate *g, int i);
+
 static void accept_all(qw_gate *g) {
     for (;;) {
         struct sockaddr_storage sa;
@@ -146,9 +164,7 @@ static void accept_all(qw_gate *g) {
             if (errno == EINTR) continue;
             if (errno == EMFILE || errno == ENFILE) {
                 /* Out of descriptors: make room by evicting the oldest waiter. */
-                int oldest = -1;
-                for (int i = 0; i < g->n_w; i++)
-                    if (g->w[i].kind == W_HEAD && (oldest < 0 || g->w[i].t0 < g->w[oldest].t0)) oldest = i;
+                int oldest = oldest_waiter(g);
                 if (oldest < 0) return;
                 close(g->w[oldest].fd);
                 drop(g, oldest);
@@ -159,22 +175,27 @@ static void accept_all(qw_gate *g) {
         }
         stat_add(g, &g->st.accepted);
         set_nonblock(fd, 1);
-        if (open_now(g) >= g->cfg.max_conns) {
-            /* Full. The connection that has waited longest for its head
-             * makes room (a slow client never blocks a quick one); when
-             * every open connection is a real request, refuse at once. */
-            int oldest = -1;
-            for (int i = 0; i < g->n_w; i++)
-                if (g->w[i].kind == W_HEAD && (oldest < 0 || g->w[i].t0 < g->w[oldest].t0)) oldest = i;
-            if (oldest >= 0) {
-                stat_add(g, &g->st.evicted);
-                refuse(g, oldest, 503, "too many connections; this one waited longest for its request head");
-            } else {
-                stat_add(g, &g->st.refused_full);
-                answer(fd, 503, reason_of(503), "too many connections");
-                close(fd);
+        /* Full. The connection that has waited longest for its head makes
+         * room (a slow client never blocks a quick one). One whose head has
+         * arrived since the last poll is no slow client: it goes on (or is
+         * answered) first, so a burst of newcomers accepted in one go cannot
+         * evict a request that was only waiting for its turn. When every
+         * open connection is a real request, the newcomer is refused. */
+        while (open_now(g) >= g->cfg.max_conns) {
+            int oldest = oldest_waiter(g);
+            if (oldest < 0) break;
+            if (head_decided(g, oldest)) {
+                check_head(g, oldest); /* handed on or answered: no longer waiting */
                 continue;
             }
+            stat_add(g, &g->st.evicted);
+            refuse(g, oldest, 503, "too many connections; this one waited longest for its request head");
+        }
+        if (open_now(g) >= g->cfg.max_conns) {
+            stat_add(g, &g->st.refused_full);
+            answer(fd, 503, reason_of(503), "too many connections");
+            close(fd);
+            continue;
         }
         if (g->n_w == g->cap_w) {
             int nc = g->cap_w ? g->cap_w * 2 : 64;

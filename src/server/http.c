@@ -430,6 +430,26 @@ static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine
            (unsigned long long)atomic_load(&h->http_requests));
     METRIC("http_errors_total", "counter", "HTTP responses with status >= 400.", "%llu",
            (unsigned long long)atomic_load(&h->http_errors));
+    if (h->gate) {
+        qw_gate_stats gs;
+        gate_stats(h->gate, &gs);
+        METRIC("http_connections_open", "gauge", "Connections open (waiting for their head + handed on).", "%d",
+               gs.open);
+        METRIC("http_connections_waiting", "gauge", "Connections still sending their request head.", "%d",
+               gs.waiting);
+        METRIC("http_connections_accepted_total", "counter", "Connections accepted.", "%llu", gs.accepted);
+        METRIC("http_connections_handed_total", "counter", "Connections whose head was complete and acceptable.",
+               "%llu", gs.handed);
+        METRIC("http_connections_refused_total", "counter", "Connections refused 503: every slot held a request.",
+               "%llu", gs.refused_full);
+        METRIC("http_connections_evicted_total", "counter",
+               "Connections answered 503 to make room: the longest still waiting for its head.", "%llu",
+               gs.evicted);
+        METRIC("http_connections_timed_out_total", "counter", "Connections whose head missed --header-timeout.",
+               "%llu", gs.timed_out);
+        METRIC("http_connections_bad_head_total", "counter", "Connections refused for a bad or oversized head.",
+               "%llu", gs.bad_head);
+    }
 #undef METRIC
     fclose(f);
     return send_body(h, c, 200, buf, "text/plain; version=0.0.4; charset=utf-8");
@@ -974,7 +994,10 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     int one = 1;
     socklen_t alen = ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
     if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, alen) != 0 || listen(fd, 128) != 0) {
+    /* A long backlog (the kernel caps it at somaxconn): the gate accepts at
+     * once, and an overflowing queue makes the kernel drop SYNs that come
+     * back seconds later in bursts. */
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, alen) != 0 || listen(fd, 4096) != 0) {
         qw_errf(err, "http: cannot listen on %s port %d: %s", h->cfg.host, cfg->port, strerror(errno));
         if (fd >= 0) close(fd);
         free(h);

@@ -114,6 +114,72 @@ def test_folder_with_one_gguf(e2e_gguf, tmp_path):
     assert r.returncode == 1 and b"several .gguf" in r.stderr, r.stderr
 
 
+@pytest.fixture(scope="module")
+def split_gguf(model_dir, e2e_gguf):
+    """The e2e model split into 3 parts by gguf-py's writer (the split format
+    llama-gguf-split writes: split.no / split.count / split.tensors.count,
+    parts named -0000N-of-00003.gguf)."""
+    d = os.path.join(OUT, "split")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    r = subprocess.run([sys.executable, TO_GGUF, model_dir, os.path.join(d, "m.gguf"), "--type", "bf16",
+                        "--split-max-tensors", "12"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+    parts = sorted(os.listdir(d))
+    assert parts == [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)], parts
+    return d
+
+
+def test_split_gguf_equals_whole_file(e2e_gguf, split_gguf, tmp_path):
+    """A split model loads from its first part, any other part or its
+    folder, with logits bitwise those of the same model in one file."""
+    ref = tmp_path / "whole.f32"
+    ok(run([QWENC, e2e_gguf, "--tokens", IDS, "--logits-out", str(ref), "--threads", THREADS]))
+    for m in ("m-00001-of-00003.gguf", "m-00003-of-00003.gguf", ""):
+        out = tmp_path / "split.f32"
+        r = ok(run([QWENC, os.path.join(split_gguf, m), "--tokens", IDS, "--logits-out", str(out),
+                    "--threads", THREADS]))
+        assert out.read_bytes() == ref.read_bytes(), f"{m or 'the folder'}: logits differ from the whole file's"
+    a = ok(run([QWENC, e2e_gguf, "--prompt", "hi there", "-n", "8", "--threads", THREADS])).stdout
+    b = ok(run([QWENC, os.path.join(split_gguf, "m-00002-of-00003.gguf"), "--prompt", "hi there", "-n", "8",
+                "--threads", THREADS])).stdout
+    assert a == b and a.strip(), (a, b)   # the tokenizer comes from the first part's metadata
+
+
+def test_split_gguf_errors(split_gguf, tmp_path):
+    """Missing, renamed, mismatched or doubled parts: exit 1 with a message
+    naming the file and what is wrong (never a crash or a partial model)."""
+    def variant(name):
+        d = tmp_path / name
+        shutil.copytree(split_gguf, d)
+        return d
+
+    d = variant("missing")
+    os.remove(d / "m-00002-of-00003.gguf")
+    r = run([QWENC, str(d / "m-00001-of-00003.gguf"), "--tokens", "1", "-n", "1"])
+    assert r.returncode == 1 and b"m-00002-of-00003.gguf" in r.stderr and b"part 2 of 3" in r.stderr, r.stderr
+
+    d = variant("doubled")                        # part 3 copied over part 2
+    shutil.copy(d / "m-00003-of-00003.gguf", d / "m-00002-of-00003.gguf")
+    r = run([QWENC, str(d / "m-00001-of-00003.gguf"), "--tokens", "1", "-n", "1"])
+    assert r.returncode == 1 and b"expected part 2 of 3" in r.stderr and b"part 3 of 3" in r.stderr, r.stderr
+
+    renamed = tmp_path / "model.gguf"             # a part taken out of its set
+    shutil.copy(os.path.join(split_gguf, "m-00001-of-00003.gguf"), renamed)
+    r = run([QWENC, str(renamed), "--tokens", "1", "-n", "1"])
+    assert r.returncode == 1 and b"model.gguf" in r.stderr and b"-00001-of-00003.gguf" in r.stderr, r.stderr
+
+    d = variant("plus-whole")                     # a folder with a split model and another file
+    shutil.copy(renamed, d / "other.gguf")
+    r = run([QWENC, str(d), "--tokens", "1", "-n", "1"])
+    assert r.returncode == 1 and b"several .gguf" in r.stderr, r.stderr
+
+    d = variant("extra-part")                     # a part that claims a different count
+    shutil.copy(d / "m-00003-of-00003.gguf", d / "m-00003-of-00004.gguf")
+    r = run([QWENC, str(d / "m-00003-of-00004.gguf"), "--tokens", "1", "-n", "1"])
+    assert r.returncode == 1 and b"m-00003-of-00004.gguf" in r.stderr, r.stderr
+
+
 def test_tokenizer_corpus_gguf_equals_json(model_dir, e2e_gguf):
     corpus = os.path.join(BUILD, "fixtures", "tokenizer", "corpus.jsonl")
     with open(corpus, encoding="utf-8") as f:

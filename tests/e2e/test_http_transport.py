@@ -243,9 +243,13 @@ def test_slowloris_does_not_stop_a_normal_request(model_dir, clients, extra):
             lat += _latencies(s.port, 5)
         lat.sort()
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        # Every normal request was answered 200 within its 10 s timeout
+        # (_latencies asserts it); without the gate they hang. The latency
+        # itself is a figure for the report, not an assertion: tests never
+        # depend on timing (tools/soak.py measures it).
         print(f"\nslowloris {clients} clients {extra}: {len(lat)} normal requests, "
               f"p50 {lat[len(lat) // 2] * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {lat[-1] * 1000:.0f} ms")
-        assert p99 < 1.0, f"p99 of a normal request during the slowloris: {p99:.2f} s"
+        assert len(lat) >= 5
     finally:
         for k in socks:
             k.close()
@@ -299,28 +303,57 @@ def test_drain_on_sigterm(model_dir):
     assert rc == 0
 
 
-def test_full_of_real_requests_refuses_503_at_once(model_dir):
-    """--max-conns 2 with two requests running: a third connection gets 503
-    with Retry-After at once (not a hang in the backlog)."""
-    import threading
+def _gate_metric(sess, url, name):
+    m = sess.get(url + "/metrics", timeout=10).text
+    return int(re.search(r"^qwenc_http_connections_%s (\d+)$" % name, m, re.M).group(1))
 
+
+def _until(cond, what):
+    deadline = time.monotonic() + 20             # polls state; a slow machine only waits longer
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_full_of_real_requests_refuses_503_at_once(model_dir):
+    """--max-conns 3, every slot held by a real request (one keep-alive
+    client, two uploads with complete heads and bodies still coming: they
+    hold their slots whatever the machine's speed): a newcomer gets 503 with
+    Retry-After at once, not a hang in the backlog, and neither upload is
+    evicted: both finish 200. The gate's counters are in /metrics."""
     import requests
 
-    s = start_http(model_dir, "--max-conns", "2", "--parallel", "2")
-    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 400, "ignore_eos": True, "stream": True}
-    streams = [requests.post(s.url + "/v1/chat/completions", json=body, stream=True, timeout=60) for _ in range(2)]
+    s = start_http(model_dir, "--max-conns", "3", "--parallel", "2")
+    sess = requests.Session()                     # one keep-alive connection: the first slot
+    _until(lambda: _gate_metric(sess, s.url, "open") == 1, "the start-up probe's connection never closed")
+    handed0 = _gate_metric(sess, s.url, "handed_total")
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (s.port, len(CHAT)))
+    holders = []
     try:
-        for r in streams:
-            assert r.status_code == 200
-            next(r.iter_lines())                  # both are running
-        t0 = time.monotonic()
+        for _ in range(2):
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            c.sendall(head + CHAT[:1])
+            holders.append(c)
+        _until(lambda: _gate_metric(sess, s.url, "handed_total") == handed0 + 2, "the uploads were not handed on")
+        assert _gate_metric(sess, s.url, "open") == 3
         out, _ = raw_exchange(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % s.port, timeout=5)
-        dt = time.monotonic() - t0
         assert status_of(out) == 503 and b"Retry-After" in out, out[:300]
-        assert dt < 1.0, f"refused after {dt:.2f} s"
+        assert b"too many connections" in out and b"waited longest" not in out, out[:300]
+        assert _gate_metric(sess, s.url, "refused_total") == 1
+        for c in holders:                         # neither upload was evicted: they finish
+            c.sendall(CHAT[1:])
+            got = b""
+            while not _complete(got):
+                b = c.recv(65536)
+                if not b:
+                    break
+                got += b
+            assert status_of(got) == 200, got[:300]
     finally:
-        for r in streams:
-            r.close()
+        for c in holders:
+            c.close()
+        sess.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:            # the slots free up: served again
         out, _ = raw_exchange(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % s.port)

@@ -557,20 +557,46 @@ def test_pull_gguf_only_repo_without_quant(model_dir, ghub, tmp_path):
     assert r.stdout.decode().strip().endswith("/tiny-qwen2-q8_0.gguf"), r.stdout
 
 
-def test_pull_gguf_split_and_errors(ghub, tmp_path):
-    """A split GGUF is refused before anything is downloaded (qwenc loads
-    single files); a wrong repo or a gated one gets a clear message."""
+def test_pull_gguf_split_and_errors(model_dir, ghub, tmp_path):
+    """A split GGUF (llama-gguf-split's naming and keys) is downloaded whole,
+    named by its first part, loads like the one-file model, is one row in
+    `qwenc list` and goes whole with `qwenc rm`; a wrong repo or a gated one
+    gets a clear message."""
     d = tmp_path / "split"
     d.mkdir()
-    for i in (1, 2):
-        (d / f"big-Q4_K_M-0000{i}-of-00002.gguf").write_bytes(b"GGUF" + bytes(100))
-    (d / "big-Q8_0.gguf").write_bytes(b"GGUF" + bytes(100))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "to_gguf.py"), model_dir,
+                        str(d / "big-Q4_K_M.gguf"), "--type", "q8_0", "--split-max-tensors", "12"],
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "to_gguf.py"), model_dir,
+                        str(d / "big-Q8_0.gguf"), "--type", "q8_0"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    parts = sorted(p.name for p in d.iterdir() if "-of-" in p.name)
+    assert parts == [f"big-Q4_K_M-0000{i}-of-00003.gguf" for i in (1, 2, 3)], parts
     hub = ghub(str(d))
     env = env_for(tmp_path, hub.url)
     r = run([QWENC, "pull", GGUF_REPO + ":q4_k_m"], env=env)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    first = r.stdout.decode().strip()
+    assert first.endswith("/big-Q4_K_M-00001-of-00003.gguf"), first
+    for p in parts:
+        assert os.path.exists(os.path.join(os.path.dirname(first), p)), p
+    a = run([QWENC, GGUF_REPO + ":Q4_K_M", "--tokens", "1 2 3", "-n", "6", "--threads", "2"], env=env)
+    b = run([QWENC, str(d / "big-Q8_0.gguf"), "--tokens", "1 2 3", "-n", "6", "--threads", "2"], env=env)
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout.strip(), (a.stderr, b.stderr)
+    r = run([QWENC, "list"], env=env)
+    rows = [l for l in r.stdout.decode().splitlines() if "Q4_K_M" in l]
+    assert len(rows) == 1 and "3 parts" in rows[0], r.stdout
+    total = sum(os.path.getsize(d / p) for p in parts)
+    assert f"{total / 1e6:.1f} MB" in rows[0], (total, rows)
+    r = run([QWENC, "rm", GGUF_REPO + ":q4_k_m"], env=env)
+    assert r.returncode == 0, r.stderr
+    for p in parts:
+        assert not os.path.exists(os.path.join(os.path.dirname(first), p)), p
+    os.remove(d / parts[1])                       # the hub lists a split model with a part missing
+    r = run([QWENC, "pull", GGUF_REPO + ":q4_k_m"], env=env_for(tmp_path / "m", ghub(str(d)).url))
     err = r.stderr.decode(errors="replace")
-    assert r.returncode == 1 and "split" in err and "2 files" in err, err
-    assert not any(q["path"].startswith("/cdn/") for q in hub.requests())
+    assert r.returncode == 1 and "part 2 of 3" in err and "missing" in err, err
     r = run([QWENC, "pull", "other/repo:Q4_K_M"], env=env)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1 and "other/repo" in err and "404" in err, err

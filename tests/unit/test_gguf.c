@@ -642,7 +642,35 @@ static void check_mutations(void) {
     gw_free(&w);
 }
 
+/* llama-gguf-split's part names: "<prefix>-NNNNN-of-MMMMM.gguf", 1 <= N <= M. */
+static void test_split_names(void) {
+    static const struct {
+        const char *path;
+        int ok, prefix, no, count;
+    } cases[] = {
+        {"m-00001-of-00003.gguf", 1, 1, 1, 3},
+        {"/x/qwen2.5-7b-q4_k_m-00002-of-00002.GGUF", 1, 20, 2, 2},
+        {"-00001-of-00001.gguf", 0, 0, 0, 0},     /* no prefix */
+        {"m-00000-of-00003.gguf", 0, 0, 0, 0},    /* parts count from 1 */
+        {"m-00004-of-00003.gguf", 0, 0, 0, 0},
+        {"m-0001-of-00003.gguf", 0, 0, 0, 0},
+        {"m-00001_of-00003.gguf", 0, 0, 0, 0},
+        {"m-00001-of-0000x.gguf", 0, 0, 0, 0},
+        {"m-00001-of-00003.bin", 0, 0, 0, 0},
+        {"model.gguf", 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t pl = 0;
+        int no = 0, count = 0;
+        int ok = gguf_split_name(cases[i].path, &pl, &no, &count);
+        CHECK(ok == cases[i].ok && (!ok || ((int)pl == cases[i].prefix && no == cases[i].no &&
+                                            count == cases[i].count)),
+              "split name %s: %d (prefix %zu, part %d of %d)", cases[i].path, ok, pl, no, count);
+    }
+}
+
 int main(void) {
+    test_split_names();
     snprintf(g_dir, sizeof g_dir, "/tmp/qwenc_gguf_XXXXXX");
     if (!mkdtemp(g_dir)) {
         CHECK(0, "mkdtemp");
