@@ -190,8 +190,15 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
  * (weight j of a block is GGML's: j < 16 the low nibble of qs[j], else the
  * high nibble of qs[j - 16]). Same bytes as the original, so the copy
  * replaces the mapped pages (model/repack.c).
+ * Q4_K and Q5_K: a tile block is 16 rows' super-block B (256 weights, 8
+ * sub-blocks of 32), holding d[16], dmin[16] (binary16), sc[8][16] and
+ * mn[8][16] (the 6-bit scales and mins of sub-block j, row i, one byte
+ * each), Q5_K's qh[8][8] masks (sub-block j's, as above), then per
+ * sub-block j the 4 nibble vectors as above: 148 (Q5_K 180) bytes per row
+ * and super-block instead of 144 (176).
  * qw_repack_q: the plain-C conversion (once at load), rows % QW_RP_ROWS
- * == 0 and k % 32 == 0; qw_repack_ok: the types it takes.
+ * == 0 and k a whole number of the type's blocks; qw_repack_ok: the types
+ * it takes; qw_repack_bytes: the size of the copy.
  * matmul_qr[dtype]: matmul_q on a repacked W (o0, o1 any sub-range, n any):
  * bitwise the reference matmul_q on the original (the same float steps,
  * per row). NULL on levels without a kernel for that layout (the caller
@@ -200,6 +207,7 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
  * reference (tests/kernels/test_qrepack.c). */
 #define QW_RP_ROWS 16
 int qw_repack_ok(qw_dtype t);
+int64_t qw_repack_bytes(qw_dtype t, int64_t rows, int64_t k);
 void qw_repack_q(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k);
 
 /* ---- bf16 activations ("fast" precision, 16-bit weights) ----

@@ -18,7 +18,8 @@
  *   matmul/       float-activation matmul (the exact precision), to_f32,
  *                 quantize_q8_0; bf16 activations (matmul_bf16act, to_bf16)
  *   qdot/         the integer path: quantize_qa8 and matmul_q (block-32
- *                 types: qdot_*; K-quants: kquant_*)
+ *                 types: qdot_*; K-quants: kquant_*); matmul_qr on
+ *                 repacked block-32 weights (qrepack_*)
  *   attn/         fused attention
  *   elementwise/  rmsnorm, silu_mul, add
  * A SIMD file defines its table only on its architecture (the Makefile

@@ -1,11 +1,11 @@
 /* repack.c - rearrange a loaded model's block-32 matrices (Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1) into the row-interleaved tiles of kernels.h
+ * Q4_1, Q5_0, Q5_1) and Q4_K / Q5_K ones into the row-interleaved tiles of kernels.h
  * ("repacked weights"), for the fast precision's integer kernels.
  *
  * Only where the selected kernel level has a matmul_qr kernel for the type
  * (otherwise its matmul_q on the original rows is the faster path), and
  * only for matrices whose rows are a multiple of QW_RP_ROWS. The copy has
- * the original's size; the original's pages in the mapping are released
+ * the original's size (K-quants: 3% more, their scales unpacked to bytes); the original's pages in the mapping are released
  * right after (madvise DONTNEED: file-backed and read-only, so they are
  * dropped, not copied), so repacking does not double the weights' memory.
  * The original stays valid: the embedding lookup (a tied lm_head is the
@@ -32,9 +32,10 @@ static void repack_run(void *arg, int tid, int nth) {
     const repack_job *j = arg;
     const qw_mat *m = j->mat;
     int64_t lo, hi, rb = qw_dtype_row_bytes(m->dtype, m->cols);
+    int64_t tb = qw_repack_bytes(m->dtype, QW_RP_ROWS, m->cols); /* one tile's copy */
     pool_split(m->rows / QW_RP_ROWS, 1, tid, nth, &lo, &hi);
     if (hi > lo)
-        qw_repack_q(m->dtype, j->dst + lo * QW_RP_ROWS * rb, (const uint8_t *)m->data + lo * QW_RP_ROWS * rb,
+        qw_repack_q(m->dtype, j->dst + lo * tb, (const uint8_t *)m->data + lo * QW_RP_ROWS * rb,
                     (hi - lo) * QW_RP_ROWS, m->cols);
 }
 
@@ -72,7 +73,7 @@ static void release(const void *p, int64_t n) {
 
 int model_repackable(const qw_mat *w) {
     return w->data && qw_repack_ok(w->dtype) && kernels()->matmul_qr[w->dtype] && w->rows % QW_RP_ROWS == 0 &&
-           w->cols % 32 == 0;
+           qw_dtype_row_bytes(w->dtype, w->cols) > 0;
 }
 
 int model_repack(qw_model *m, int threads, qw_err *err) {
@@ -89,7 +90,7 @@ int model_repack(qw_model *m, int threads, qw_err *err) {
     }
     int64_t total = 0;
     for (int i = 0; i < n; i++)
-        if (model_repackable(mats[i])) total += qw_dtype_row_bytes(mats[i]->dtype, mats[i]->cols) * mats[i]->rows;
+        if (model_repackable(mats[i])) total += qw_repack_bytes(mats[i]->dtype, mats[i]->rows, mats[i]->cols);
     if (total == 0) return 0;
     uint8_t *buf = aligned_alloc(64, (size_t)((total + 63) / 64 * 64));
     qw_pool *pool = pool_create(threads < 1 ? 1 : threads);
@@ -107,7 +108,7 @@ int model_repack(qw_model *m, int threads, qw_err *err) {
         pool_run(pool, repack_run, &j);
         if (file_backed(m, w->data, bytes)) release(w->data, bytes); /* a tied lm_head: its lookups fault in a page per token */
         w->rp = buf + off;
-        off += bytes;
+        off += qw_repack_bytes(w->dtype, w->rows, w->cols);
     }
     pool_free(pool);
     if (tied) m->embed.rp = m->lm_head.rp;
@@ -125,7 +126,7 @@ int model_repack_logged(qw_model *m, int threads, qw_err *err) {
     double t0 = qw_now();
     if (model_repack(m, threads, err)) return -1;
     if (m->repack_bytes)
-        LOG_INFO("repacked %.0f MB of block-32 weights into %d-row tiles in %.2f s", (double)m->repack_bytes / 1e6,
+        LOG_INFO("repacked %.0f MB of quantized weights into %d-row tiles in %.2f s", (double)m->repack_bytes / 1e6,
                  QW_RP_ROWS, qw_now() - t0);
     return 0;
 }

@@ -13,7 +13,7 @@
 #define TEST_RNG_SEED 0x7a11ed5eedc0ffeeull
 #include "test_rng.h"
 
-static const qw_dtype k_types[] = {QW_Q8_0, QW_Q4_0, QW_Q4_1, QW_Q5_0, QW_Q5_1};
+static const qw_dtype k_types[] = {QW_Q8_0, QW_Q4_0, QW_Q4_1, QW_Q5_0, QW_Q5_1, QW_Q4_K, QW_Q5_K};
 #define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
 
 /* Random blocks with realistic binary16 scales (some 0) and, for the types
@@ -42,16 +42,19 @@ static void fill_x(float *x, int64_t k) {
 static void check_type(const qw_kernels *ref, qw_dtype dt) {
     const char *tn = qw_dtype_name(dt);
     const qw_kernels *twin = &kernels_qrepack_ref;
-    static const int64_t ks[] = {32, 96, 288, 896, 4896};
+    static const int64_t ks32[] = {32, 96, 288, 896, 4896}, ksk[] = {256, 768, 1536, 4864 + 256};
+    const int kq = qw_type(dt)->block == 256;
+    const int64_t *ks = kq ? ksk : ks32;
+    const size_t nks = kq ? sizeof ksk / sizeof ksk[0] : sizeof ks32 / sizeof ks32[0];
     static const int64_t ns[] = {1, 2, 3, 5, 8, 15, 16, 17, 33, 40};
     const int64_t ranges[][2] = {{0, 48}, {16, 32}, {1, 47}, {3, 8}, {5, 6}, {15, 17}, {47, 48}, {0, 16}, {20, 45}};
     CHECK(qw_repack_ok(dt), "%s can be repacked", tn);
     CHECK(twin->matmul_qr[dt] != NULL, "plain-C matmul_qr %s", tn);
-    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-        const int64_t k = ks[ki], rows = 48, nmax = 40, nb = k / 32, ldy = rows + 3;
-        const int64_t bytes = rows * nb * qw_type(dt)->bytes;
+    for (size_t ki = 0; ki < nks; ki++) {
+        const int64_t k = ks[ki], rows = 48, nmax = 40, nb = k / qw_type(dt)->block, ldy = rows + 3;
+        const int64_t bytes = rows * nb * qw_type(dt)->bytes, rbytes = qw_repack_bytes(dt, rows, k);
         const int64_t rq = qw_qa8_row_bytes(k), ldxq = rq + 8;
-        uint8_t *W = malloc((size_t)bytes), *raw = malloc((size_t)bytes + 1), *R = raw + 1; /* odd address */
+        uint8_t *W = malloc((size_t)bytes), *raw = malloc((size_t)rbytes + 1), *R = raw + 1; /* odd address */
         float *x = malloc((size_t)k * sizeof(float));
         uint8_t *XQ = malloc((size_t)(nmax * ldxq));
         float *yr = malloc((size_t)(nmax * rows) * sizeof(float)), *yt = malloc((size_t)(nmax * rows) * sizeof(float));
@@ -61,7 +64,9 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
             fill_x(x, k);
             ref->quantize_qa8(XQ + t * ldxq, x, k);
         }
-        memset(raw, 0xee, (size_t)bytes + 1);
+        memset(raw, 0xee, (size_t)rbytes + 1);
+        CHECK(rbytes == (kq ? rows * nb * (qw_type(dt)->bytes + 4) : bytes), "%s k=%lld: repacked size %lld", tn,
+              (long long)k, (long long)rbytes);
         qw_repack_q(dt, R, W, rows, k);
         ref->matmul_q[dt](yr, rows, XQ, ldxq, nmax, W, k, 0, rows);
         twin->matmul_qr[dt](yt, rows, XQ, ldxq, nmax, R, k, 0, rows);
@@ -69,11 +74,11 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
               "plain-C matmul_qr %s k=%lld on the repacked rows == ref matmul_q on the originals, bitwise", tn,
               (long long)k);
         /* the same bytes, rearranged: a byte changed in the copy changes a result */
-        for (int64_t i = 0; i < bytes; i += 97) R[i] ^= 0x11;
+        for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
         twin->matmul_qr[dt](yt, rows, XQ, ldxq, nmax, R, k, 0, rows);
         CHECK(memcmp(yr, yt, (size_t)(nmax * rows) * sizeof(float)) != 0, "%s k=%lld: flipped repacked bytes are seen",
               tn, (long long)k);
-        for (int64_t i = 0; i < bytes; i += 97) R[i] ^= 0x11;
+        for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
         const char *const *names = kernels_level_names();
         for (int li = 0; names[li]; li++) {
             const qw_kernels *L = kernels_level(names[li]);
@@ -107,7 +112,7 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
 
 int main(void) {
     const qw_kernels *ref = kernels_level("ref");
-    CHECK(!qw_repack_ok(QW_Q4_K) && !qw_repack_ok(QW_BF16), "only the block-32 types are repacked");
+    CHECK(!qw_repack_ok(QW_Q6_K) && !qw_repack_ok(QW_BF16), "Q6_K and 16-bit types are not repacked");
     CHECK(ref->matmul_qr[QW_Q8_0] == NULL, "the ref level keeps matmul_q (no scalar matmul_qr in a table)");
     const qw_kernels *a = kernels_level("avx512"), *a2 = kernels_level("avx2");
     if (a && a2 && a->matmul_q[QW_Q8_0] != a2->matmul_q[QW_Q8_0]) /* the VNNI kernels are in */

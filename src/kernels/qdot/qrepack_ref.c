@@ -9,7 +9,21 @@
 #include "kernels/kernels_impl.h"
 
 int qw_repack_ok(qw_dtype t) {
-    return t == QW_Q8_0 || t == QW_Q4_0 || t == QW_Q4_1 || t == QW_Q5_0 || t == QW_Q5_1;
+    return t == QW_Q8_0 || t == QW_Q4_0 || t == QW_Q4_1 || t == QW_Q5_0 || t == QW_Q5_1 || t == QW_Q4_K ||
+           t == QW_Q5_K;
+}
+
+static int is_k(qw_dtype t) { return t == QW_Q4_K || t == QW_Q5_K; }
+
+/* K-quant tile block: d @0, dmin @32, sc @64, mn @192, qh @320 (Q5_K, 512
+ * bytes), then 8 x 256 bytes of nibble vectors. */
+enum { K_SC = 64, K_MN = 192, K_QH = 320 };
+static inline __attribute__((always_inline)) int k_q(qw_dtype t) { return K_QH + (t == QW_Q5_K ? 512 : 0); }
+static inline __attribute__((always_inline)) int k_size(qw_dtype t) { return k_q(t) + 8 * 256; }
+
+int64_t qw_repack_bytes(qw_dtype t, int64_t rows, int64_t k) {
+    if (is_k(t)) return rows / QW_RP_ROWS * (k / 256) * k_size(t);
+    return qw_dtype_row_bytes(t, k) * rows;
 }
 
 /* Byte offsets inside a tile block (16 rows' block b): d, m, qh, q. */
@@ -44,12 +58,15 @@ static inline __attribute__((always_inline)) void repack_row(qw_dtype t, const t
         return;
     }
     /* nibble vector v: weights 8v + c (low) and 8v + 4 + c (high) */
-    for (int v = 0; v < 4; v++)
+    for (int v = 0; v < 4; v++) {
+        uint8_t b4[4];
         for (int c = 0; c < 4; c++) {
             int a = v < 2 ? qs[8 * v + c] & 15 : qs[8 * (v - 2) + c] >> 4;
             int b = v < 2 ? qs[8 * v + 4 + c] & 15 : qs[8 * (v - 2) + 4 + c] >> 4;
-            tb[L->q + 64 * v + 4 * i + c] = (uint8_t)(a | b << 4);
+            b4[c] = (uint8_t)(a | b << 4);
         }
+        memcpy(tb + L->q + 64 * v + 4 * i, b4, 4);
+    }
     if (L->qh >= 0) { /* mask j, bits 4i..4i+3: bits 4j..4j+3 of qh */
         uint32_t qh = qw_u32_at(blk + tt->qh_off);
         for (int j = 0; j < 8; j++) {
@@ -74,8 +91,50 @@ static inline __attribute__((always_inline)) void repack_tiles(qw_dtype t, void 
         }
 }
 
+/* Row i's super-block blk (Q4_K / Q5_K) into K tile block tb (zeroed). */
+static inline __attribute__((always_inline)) void repack_row_k(qw_dtype t, uint8_t *tb, const uint8_t *blk, int i) {
+    memcpy(tb + 2 * i, blk, 2);
+    memcpy(tb + 32 + 2 * i, blk + 2, 2);
+    const int five = t == QW_Q5_K;
+    const uint8_t *qh = blk + 16, *qs = blk + (five ? 48 : 16);
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        qw_kquant_scale_min(blk + 4, j, &sc, &mn);
+        tb[K_SC + 16 * j + i] = (uint8_t)sc;
+        tb[K_MN + 16 * j + i] = (uint8_t)mn;
+        uint8_t *q = tb + k_q(t) + 256 * j;
+        const uint8_t *src = qs + 32 * (j / 2);
+        const int sh = 4 * (j % 2);
+        for (int v = 0; v < 4; v++) { /* bytes 4i..4i+3 of vector v: weights 8v + c, 8v + 4 + c */
+            uint8_t b4[4];
+            for (int c = 0; c < 4; c++)
+                b4[c] = (uint8_t)(((src[8 * v + c] >> sh) & 15) | ((src[8 * v + 4 + c] >> sh) & 15) << 4);
+            memcpy(q + 64 * v + 4 * i, b4, 4);
+        }
+        if (five) /* mask v, bits 4i..4i+3: bit j of qh[4v..4v+3] */
+            for (int v = 0; v < 8; v++) {
+                int nib = 0;
+                for (int c = 0; c < 4; c++) nib |= ((qh[4 * v + c] >> j) & 1) << c;
+                tb[K_QH + 64 * j + 8 * v + i / 2] |= (uint8_t)(i % 2 ? nib << 4 : nib);
+            }
+    }
+}
+
+static inline __attribute__((always_inline)) void repack_k(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nsb = k / 256, rb = nsb * qw_type(t)->bytes;
+    for (int64_t r0 = 0; r0 < rows; r0 += QW_RP_ROWS)
+        for (int64_t B = 0; B < nsb; B++) {
+            uint8_t *tb = (uint8_t *)dst + (r0 / QW_RP_ROWS * nsb + B) * k_size(t);
+            memset(tb, 0, (size_t)k_size(t));
+            for (int i = 0; i < QW_RP_ROWS; i++)
+                repack_row_k(t, tb, (const uint8_t *)src + (r0 + i) * rb + B * qw_type(t)->bytes, i);
+        }
+}
+
 void qw_repack_q(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k) {
     switch (t) {
+    case QW_Q4_K: repack_k(QW_Q4_K, dst, src, rows, k); break;
+    case QW_Q5_K: repack_k(QW_Q5_K, dst, src, rows, k); break;
     case QW_Q8_0: repack_tiles(QW_Q8_0, dst, src, rows, k); break;
     case QW_Q4_0: repack_tiles(QW_Q4_0, dst, src, rows, k); break;
     case QW_Q4_1: repack_tiles(QW_Q4_1, dst, src, rows, k); break;
@@ -128,6 +187,55 @@ static void matmul_qr_blocks(qw_dtype dt, float *Y, int64_t ldy, const void *XQ,
     }
 }
 
+/* kquant_ref.c's float steps, per row, from the K tile blocks. */
+static void matmul_qr_k(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                        int64_t k, int64_t o0, int64_t o1) {
+    const int64_t nsb = k / 256, nb = k / 32, S = k_size(dt);
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
+        const int8_t *qx = (const int8_t *)xr;
+        for (int64_t o = o0; o < o1; o++) {
+            const int i = (int)(o % QW_RP_ROWS);
+            const uint8_t *tile = (const uint8_t *)W + o / QW_RP_ROWS * nsb * S;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t B = 0; B < nsb; B++) {
+                const uint8_t *tb = tile + B * S;
+                const float d = qw_f16_at(tb + 2 * i), dmin = qw_f16_at(tb + 32 + 2 * i);
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = 8 * B + j;
+                    const uint8_t *q = tb + k_q(dt) + 256 * j;
+                    int32_t dot = 0;
+                    for (int l = 0; l < 32; l++) {
+                        int v = q[64 * (l / 8) + 4 * i + l % 4];
+                        v = (l / 4) % 2 ? v >> 4 : v & 15;
+                        if (dt == QW_Q5_K)
+                            v |= ((tb[K_QH + 64 * j + 8 * (l / 4) + (4 * i + l % 4) / 8] >> ((4 * i + l % 4) % 8)) & 1)
+                                 << 4;
+                        dot += v * qx[32 * b + l];
+                    }
+                    float dx;
+                    int32_t s;
+                    memcpy(&dx, xr + k + 4 * b, 4);
+                    memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
+                    const int32_t isum = tb[K_SC + 16 * j + i] * dot, msum = tb[K_MN + 16 * j + i] * s;
+                    acc[j] = fmaf(d * dx, (float)isum, acc[j]);
+                    acc[j] = fmaf(-(dmin * dx), (float)msum, acc[j]);
+                }
+            }
+            Y[t * ldy + o] = qw_qdot_tree(acc);
+        }
+    }
+}
+
+static void matmul_qr_q4_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_qr_k(QW_Q4_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_qr_q5_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_qr_k(QW_Q5_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+
 #define QR_REF(NAME, DT)                                                                                       \
     static void NAME(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, int64_t k, \
                      int64_t o0, int64_t o1) {                                                                 \
@@ -147,5 +255,7 @@ const qw_kernels kernels_qrepack_ref = {
             [QW_Q4_1] = matmul_qr_q4_1_ref,
             [QW_Q5_0] = matmul_qr_q5_0_ref,
             [QW_Q5_1] = matmul_qr_q5_1_ref,
+            [QW_Q4_K] = matmul_qr_q4_k_ref,
+            [QW_Q5_K] = matmul_qr_q5_k_ref,
         },
 };
