@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
             uint8_t *XQ = malloc((size_t)(n * rq));
             for (int64_t i = 0; i < n * k; i++) X[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0) - 0.5f;
             double best_f = 1e9, best_q = 1e9, best_a = 1e9, best_r = 1e9;
-            uint8_t *R = L->matmul_qr[dt] && qw_repack_ok((qw_dtype)dt) ? malloc((size_t)(rows * rb)) : NULL;
+            uint8_t *R = L->matmul_qr[dt] && qw_repack_ok((qw_dtype)dt) ? malloc((size_t)qw_repack_bytes((qw_dtype)dt, rows, k)) : NULL;
             if (R) qw_repack_q((qw_dtype)dt, R, W, rows, k);
             for (int r = 0; r < reps; r++) {
                 double t0 = now();
