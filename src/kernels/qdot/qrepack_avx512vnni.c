@@ -285,6 +285,120 @@ static void matmul_qr_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
     matmul_qr_k(QW_Q5_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
 }
 
+/* ---- Q6_K (qrepack_ref.c's Q6_K layout): weights q in 0..63 against the
+ * activations, and the -32 offset through each 16-weight half's activation
+ * sum xs (computed once per call and token with vpsadbw):
+ *   half_h = sum q qx - 32 xs_h, isum = sc_2j half_0 + sc_2j+1 half_1
+ * (int32, exact), acc[j] += (d dx) isum: kquant_ref.c's steps. */
+enum { Q6_SC = 32, Q6_HI = 288, Q6_LO = 1312, Q6_SIZE = 3360 };
+
+/* xs[2b + h] = sum of the 16 quants of half h of block b, for the nb blocks. */
+static void half_sums(int32_t *xs, const uint8_t *xr, int64_t nb) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t m = 0; m < nb / 2; m++) { /* 64 bytes: blocks 2m, 2m + 1 */
+        __m512i v = _mm512_xor_si512(_mm512_loadu_si512((const void *)(xr + 64 * m)), flip); /* q + 128 */
+        uint64_t e[8];
+        _mm512_storeu_si512((void *)e, _mm512_sad_epu8(v, _mm512_setzero_si512()));
+        for (int h = 0; h < 4; h++) xs[4 * m + h] = (int32_t)(e[2 * h] + e[2 * h + 1]) - 16 * 128;
+    }
+}
+
+INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    const uint8_t *q = tb + Q6_LO + 256 * j;
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
+        w[2 * v] = _mm512_and_si512(z, lo4);
+        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m512i H = _mm512_loadu_si512((const void *)(tb + Q6_HI + 128 * j + 64 * h));
+        /* bits 2m..2m+1 of each byte to bits 4..5 (masked first: nothing crosses a byte) */
+        w[4 * h + 0] = _mm512_or_si512(w[4 * h + 0], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x03)), 4));
+        w[4 * h + 1] = _mm512_or_si512(w[4 * h + 1], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x0c)), 2));
+        w[4 * h + 2] = _mm512_or_si512(w[4 * h + 2], _mm512_and_si512(H, _mm512_set1_epi8(0x30)));
+        w[4 * h + 3] = _mm512_or_si512(w[4 * h + 3],
+                                       _mm512_srli_epi16(_mm512_and_si512(H, _mm512_set1_epi8((char)0xc0)), 2));
+    }
+}
+
+INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1, const uint8_t *xr, const int32_t *xs,
+                         int64_t k, int64_t b, __m512 acc) {
+    const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
+    __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        int32_t a, c;
+        memcpy(&a, x4 + v, 4);
+        memcpy(&c, x4 + 4 + v, 4);
+        p0 = _mm512_dpbusd_epi32(p0, w[v], _mm512_set1_epi32(a));
+        p1 = _mm512_dpbusd_epi32(p1, w[4 + v], _mm512_set1_epi32(c));
+    }
+    const __m512i h0 = _mm512_sub_epi32(p0, _mm512_set1_epi32(32 * xs[2 * b]));
+    const __m512i h1 = _mm512_sub_epi32(p1, _mm512_set1_epi32(32 * xs[2 * b + 1]));
+    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, h0), _mm512_mullo_epi32(sc1, h1));
+    float dx;
+    memcpy(&dx, xr + k + 4 * b, 4);
+    return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
+}
+
+INLINE __m512i sc_bytes(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+
+INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const int32_t *xs, int64_t ldxs,
+                    const uint8_t *tile, int64_t k, __mmask16 keep) {
+    const int64_t nsb = k / 256;
+    __m512 acc[TB][8];
+    for (int t = 0; t < NT; t++)
+        UNROLL
+    for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
+    for (int64_t B = 0; B < nsb; B++) {
+        const uint8_t *tb = tile + B * Q6_SIZE;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
+        UNROLL
+        for (int off = 0; off < Q6_SIZE; off += 64) _mm_prefetch((const char *)(tb + Q6_SIZE + off), _MM_HINT_T0);
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m512i w[8];
+            unpack_q6(tb, j, w);
+            const __m512i sc0 = sc_bytes(tb + Q6_SC + 32 * j), sc1 = sc_bytes(tb + Q6_SC + 32 * j + 16);
+            for (int t = 0; t < NT; t++)
+                acc[t][j] = sub_dot_q6(w, d, sc0, sc1, X + t * ldxq, xs + t * ldxs, k, 8 * B + j, acc[t][j]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(Y + t * ldy, keep, tree16(acc[t]));
+}
+
+static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                      int64_t k, int64_t o0, int64_t o1) {
+    if (o1 <= o0 || n <= 0) return;
+    const int64_t nb = k / 32, tile_bytes = k / 256 * Q6_SIZE, ldxs = 2 * nb;
+    int32_t *xs = kernels_scratch(); /* [tokens of a block][2 nb] */
+    int64_t tbn = QW_SCRATCH_BYTES / (int64_t)(ldxs * sizeof(int32_t));
+    if (tbn > TB) tbn = TB;
+    const uint8_t *X = XQ;
+    /* One token block (decode): its sums once. More (prefill): each tile
+     * meets every token block while it is in L2, the block's sums
+     * recomputed (~2% of the tile's work) rather than the weights re-read. */
+    const int once = n <= tbn;
+    if (once)
+        for (int64_t t = 0; t < n; t++) half_sums(xs + t * ldxs, X + t * ldxq, nb);
+    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+        const int64_t base = r * QW_RP_ROWS;
+        const int64_t lo = o0 > base ? o0 - base : 0, hi = o1 < base + QW_RP_ROWS ? o1 - base : QW_RP_ROWS;
+        const __mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+        for (int64_t t0 = 0; t0 < n; t0 += tbn) {
+            const int NT = n - t0 < tbn ? (int)(n - t0) : (int)tbn;
+            if (!once)
+                for (int t = 0; t < NT; t++) half_sums(xs + t * ldxs, X + (t0 + t) * ldxq, nb);
+            if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, xs, ldxs, tile, k, keep);
+            else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, xs, ldxs, tile, k, keep);
+        }
+    }
+}
+
 #define QR(NAME, DT)                                                                                           \
     static void NAME(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, int64_t k, \
                      int64_t o0, int64_t o1) {                                                                 \
@@ -306,6 +420,7 @@ const qw_kernels kernels_qrepack_avx512vnni = {
             [QW_Q5_1] = matmul_qr_q5_1_avx512vnni,
             [QW_Q4_K] = matmul_qr_q4_k_avx512vnni,
             [QW_Q5_K] = matmul_qr_q5_k_avx512vnni,
+            [QW_Q6_K] = matmul_qr_q6_k_avx512vnni,
         },
 };
 

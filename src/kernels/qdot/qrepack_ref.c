@@ -10,8 +10,18 @@
 
 int qw_repack_ok(qw_dtype t) {
     return t == QW_Q8_0 || t == QW_Q4_0 || t == QW_Q4_1 || t == QW_Q5_0 || t == QW_Q5_1 || t == QW_Q4_K ||
-           t == QW_Q5_K;
+           t == QW_Q5_K || t == QW_Q6_K;
 }
+
+/* Q6_K tile block: d @0, sc[16][16] int8 @32, high 2-bit planes @288 (per
+ * sub-block j, 2 x 64 bytes: byte 4i + c of plane h holds bits 4-5 of
+ * weights 4v + c, v = 4h..4h+3, at bits 2 (v % 4)), then 8 x 256 bytes of
+ * low nibble vectors (as the other types'). */
+enum { Q6_SC = 32, Q6_HI = 288, Q6_LO = 1312, Q6_SIZE = 3360 };
+
+/* Weight p = 128 h + i of a Q6_K super-block (0..63): low 4 bits nibble
+ * i / 64 of ql[64 h + i % 64], high 2 bits bits 2 (i / 32) of
+ * qh[32 h + i % 32] (kquant_ref.c). */
 
 static int is_k(qw_dtype t) { return t == QW_Q4_K || t == QW_Q5_K; }
 
@@ -22,6 +32,7 @@ static inline __attribute__((always_inline)) int k_q(qw_dtype t) { return K_QH +
 static inline __attribute__((always_inline)) int k_size(qw_dtype t) { return k_q(t) + 8 * 256; }
 
 int64_t qw_repack_bytes(qw_dtype t, int64_t rows, int64_t k) {
+    if (t == QW_Q6_K) return rows / QW_RP_ROWS * (k / 256) * Q6_SIZE;
     if (is_k(t)) return rows / QW_RP_ROWS * (k / 256) * k_size(t);
     return qw_dtype_row_bytes(t, k) * rows;
 }
@@ -131,8 +142,43 @@ static inline __attribute__((always_inline)) void repack_k(qw_dtype t, void *dst
         }
 }
 
+static void repack_q6_k(void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nsb = k / 256, rb = nsb * 210;
+    for (int64_t r0 = 0; r0 < rows; r0 += QW_RP_ROWS)
+        for (int64_t B = 0; B < nsb; B++) {
+            uint8_t *tb = (uint8_t *)dst + (r0 / QW_RP_ROWS * nsb + B) * Q6_SIZE;
+            memset(tb, 0, Q6_SIZE);
+            for (int i = 0; i < QW_RP_ROWS; i++) {
+                const uint8_t *blk = (const uint8_t *)src + (r0 + i) * rb + B * 210;
+                memcpy(tb + 2 * i, blk + 208, 2);
+                for (int g = 0; g < 16; g++) tb[Q6_SC + 16 * g + i] = blk[192 + g];
+                uint8_t all[256]; /* the 256 weights, in one pass (q6_weight, unrolled) */
+                for (int h = 0; h < 2; h++)
+                    for (int l = 0; l < 32; l++) {
+                        const uint8_t a = blk[64 * h + l], b = blk[64 * h + 32 + l], hb = blk[128 + 32 * h + l];
+                        all[128 * h + l] = (uint8_t)((a & 15) | (hb & 3) << 4);
+                        all[128 * h + 32 + l] = (uint8_t)((b & 15) | ((hb >> 2) & 3) << 4);
+                        all[128 * h + 64 + l] = (uint8_t)((a >> 4) | ((hb >> 4) & 3) << 4);
+                        all[128 * h + 96 + l] = (uint8_t)((b >> 4) | ((hb >> 6) & 3) << 4);
+                    }
+                for (int j = 0; j < 8; j++) {
+                    const uint8_t *w = all + 32 * j;
+                    for (int v = 0; v < 4; v++) {
+                        uint8_t b4[4];
+                        for (int c = 0; c < 4; c++) b4[c] = (uint8_t)((w[8 * v + c] & 15) | (w[8 * v + 4 + c] & 15) << 4);
+                        memcpy(tb + Q6_LO + 256 * j + 64 * v + 4 * i, b4, 4);
+                    }
+                    for (int v = 0; v < 8; v++)
+                        for (int c = 0; c < 4; c++)
+                            tb[Q6_HI + 128 * j + 64 * (v / 4) + 4 * i + c] |= (uint8_t)((w[4 * v + c] >> 4) << (2 * (v % 4)));
+                }
+            }
+        }
+}
+
 void qw_repack_q(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k) {
     switch (t) {
+    case QW_Q6_K: repack_q6_k(dst, src, rows, k); break;
     case QW_Q4_K: repack_k(QW_Q4_K, dst, src, rows, k); break;
     case QW_Q5_K: repack_k(QW_Q5_K, dst, src, rows, k); break;
     case QW_Q8_0: repack_tiles(QW_Q8_0, dst, src, rows, k); break;
@@ -227,6 +273,42 @@ static void matmul_qr_k(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int6
     }
 }
 
+/* kquant_ref.c's Q6_K steps, per row, from the Q6_K tile blocks. */
+static void matmul_qr_q6_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    const int64_t nsb = k / 256;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
+        const int8_t *qx = (const int8_t *)xr;
+        for (int64_t o = o0; o < o1; o++) {
+            const int i = (int)(o % QW_RP_ROWS);
+            const uint8_t *tile = (const uint8_t *)W + o / QW_RP_ROWS * nsb * Q6_SIZE;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t B = 0; B < nsb; B++) {
+                const uint8_t *tb = tile + B * Q6_SIZE;
+                const float d = qw_f16_at(tb + 2 * i);
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = 8 * B + j;
+                    int32_t half[2] = {0, 0};
+                    for (int l = 0; l < 32; l++) {
+                        int lo = tb[Q6_LO + 256 * j + 64 * (l / 8) + 4 * i + l % 4];
+                        lo = (l / 4) % 2 ? lo >> 4 : lo & 15;
+                        int v = l / 4;
+                        int hi = (tb[Q6_HI + 128 * j + 64 * (v / 4) + 4 * i + l % 4] >> (2 * (v % 4))) & 3;
+                        half[l / 16] += ((lo | hi << 4) - 32) * qx[32 * b + l];
+                    }
+                    const int32_t isum = (int8_t)tb[Q6_SC + 16 * (2 * j) + i] * half[0] +
+                                         (int8_t)tb[Q6_SC + 16 * (2 * j + 1) + i] * half[1];
+                    float dx;
+                    memcpy(&dx, xr + k + 4 * b, 4);
+                    acc[j] = fmaf(d * dx, (float)isum, acc[j]);
+                }
+            }
+            Y[t * ldy + o] = qw_qdot_tree(acc);
+        }
+    }
+}
+
 static void matmul_qr_q4_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                                int64_t k, int64_t o0, int64_t o1) {
     matmul_qr_k(QW_Q4_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
@@ -257,5 +339,6 @@ const qw_kernels kernels_qrepack_ref = {
             [QW_Q5_1] = matmul_qr_q5_1_ref,
             [QW_Q4_K] = matmul_qr_q4_k_ref,
             [QW_Q5_K] = matmul_qr_q5_k_ref,
+            [QW_Q6_K] = matmul_qr_q6_k_ref,
         },
 };
