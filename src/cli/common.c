@@ -29,7 +29,8 @@ int cli_quantize(const qw_opts *o, qw_model *m) {
                  (double)m->weight_bytes / 1e6);
         cli_warn_quant_kept(o, m);
     }
-    if (model_repack_wanted(o->precision) && model_repack_logged(m, threads, &err)) {
+    int which = model_repack_wanted(o->precision);
+    if (which && model_repack_logged(m, which, threads, &err)) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         return -1;
     }

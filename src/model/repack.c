@@ -71,12 +71,14 @@ static void release(const void *p, int64_t n) {
 #endif
 }
 
-int model_repackable(const qw_mat *w) {
-    return w->data && qw_repack_ok(w->dtype) && kernels()->matmul_qr[w->dtype] && w->rows % QW_RP_ROWS == 0 &&
+int model_repackable(const qw_mat *w, int which) {
+    const int kq = qw_dtype_block(w->dtype) == 256;
+    return w->data && which > 0 && (!kq || which == QW_REPACK_ALL) && qw_repack_ok(w->dtype) &&
+           kernels()->matmul_qr[w->dtype] && w->rows % QW_RP_ROWS == 0 &&
            qw_dtype_row_bytes(w->dtype, w->cols) > 0;
 }
 
-int model_repack(qw_model *m, int threads, qw_err *err) {
+int model_repack(qw_model *m, int which, int threads, qw_err *err) {
     const int L = m->cfg.n_layers, tied = m->lm_head.data == m->embed.data;
     qw_mat *mats[9 * 64 + 2];
     int n = 0;
@@ -90,7 +92,7 @@ int model_repack(qw_model *m, int threads, qw_err *err) {
     }
     int64_t total = 0;
     for (int i = 0; i < n; i++)
-        if (model_repackable(mats[i])) total += qw_repack_bytes(mats[i]->dtype, mats[i]->rows, mats[i]->cols);
+        if (model_repackable(mats[i], which)) total += qw_repack_bytes(mats[i]->dtype, mats[i]->rows, mats[i]->cols);
     if (total == 0) return 0;
     uint8_t *buf = aligned_alloc(64, (size_t)((total + 63) / 64 * 64));
     qw_pool *pool = pool_create(threads < 1 ? 1 : threads);
@@ -102,7 +104,7 @@ int model_repack(qw_model *m, int threads, qw_err *err) {
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         qw_mat *w = mats[i];
-        if (!model_repackable(w)) continue;
+        if (!model_repackable(w, which)) continue;
         int64_t bytes = qw_dtype_row_bytes(w->dtype, w->cols) * w->rows;
         repack_job j = {w, buf + off};
         pool_run(pool, repack_run, &j);
@@ -119,12 +121,13 @@ int model_repack(qw_model *m, int threads, qw_err *err) {
 
 int model_repack_wanted(int precision) {
     const char *e = getenv("QWENC_REPACK");
-    return precision == 0 && !(e && !strcmp(e, "0"));
+    if (precision != 0 || (e && !strcmp(e, "0"))) return 0;
+    return e && !strcmp(e, "all") ? QW_REPACK_ALL : QW_REPACK_BLOCK32;
 }
 
-int model_repack_logged(qw_model *m, int threads, qw_err *err) {
+int model_repack_logged(qw_model *m, int which, int threads, qw_err *err) {
     double t0 = qw_now();
-    if (model_repack(m, threads, err)) return -1;
+    if (model_repack(m, which, threads, err)) return -1;
     if (m->repack_bytes)
         LOG_INFO("repacked %.0f MB of quantized weights into %d-row tiles in %.2f s", (double)m->repack_bytes / 1e6,
                  QW_RP_ROWS, qw_now() - t0);

@@ -239,7 +239,7 @@ static void check_config(int tied, qw_pool *pool) {
           (unsigned long long)mq->weight_bytes, (unsigned long long)bf16_bytes);
     CHECK(model_quantize(mq, QW_Q8_0, 2, &err) == 0, "quantizing again keeps Q8_0 matrices");
     CHECK(model_quantize(mr, QW_Q8_0, 2, &err) == 0, "quantize: %s", err.msg);
-    CHECK(model_repack(mr, 2, &err) == 0, "repack: %s", err.msg);
+    CHECK(model_repack(mr, QW_REPACK_ALL, 2, &err) == 0, "repack: %s", err.msg);
     const int repacked = kernels()->matmul_qr[QW_Q8_0] != NULL;
     CHECK((mr->layers[1].w_gate.rp != NULL) == repacked && (mr->lm_head.rp != NULL) == repacked &&
               mr->repack_bytes == (repacked ? (int64_t)mr->weight_bytes - (tied ? 0 : 512 * 68) : 0),
@@ -383,9 +383,29 @@ static void check_refused(void) {
     rm_model(dir);
 }
 
+/* QWENC_REPACK: unset = block-32 types, "all" = K-quants too, "0" = off;
+ * the exact precision never repacks. */
+static void check_repack_wanted(void) {
+    unsetenv("QWENC_REPACK");
+    CHECK(model_repack_wanted(QW_PRECISION_FAST) == QW_REPACK_BLOCK32 && model_repack_wanted(QW_PRECISION_EXACT) == 0,
+          "repack by default in fast only, block-32 types");
+    setenv("QWENC_REPACK", "all", 1);
+    CHECK(model_repack_wanted(QW_PRECISION_FAST) == QW_REPACK_ALL && model_repack_wanted(QW_PRECISION_EXACT) == 0,
+          "QWENC_REPACK=all: K-quants too");
+    setenv("QWENC_REPACK", "0", 1);
+    CHECK(model_repack_wanted(QW_PRECISION_FAST) == 0, "QWENC_REPACK=0: off");
+    unsetenv("QWENC_REPACK");
+    qw_mat q4k = {(const void *)"x", QW_Q4_K, 32, 256, NULL}, q80 = {(const void *)"x", QW_Q8_0, 32, 64, NULL};
+    int vnni = kernels()->matmul_qr[QW_Q4_K] != NULL;
+    CHECK(!model_repackable(&q4k, QW_REPACK_BLOCK32) && model_repackable(&q4k, QW_REPACK_ALL) == vnni &&
+              model_repackable(&q80, QW_REPACK_BLOCK32) == vnni && !model_repackable(&q80, 0),
+          "model_repackable: K-quants only with QW_REPACK_ALL, only where the level has matmul_qr");
+}
+
 int main(void) {
     qw_err err;
     CHECK(kernels_init(&err) == 0, "kernels: %s", err.msg);
+    check_repack_wanted();
     qw_pool *pool = pool_create(2);
     check_config(0, pool);
     check_config(1, pool);
