@@ -360,9 +360,10 @@ static int message_content(const cJSON *c, int idx, char **out, api_error *e) {
 }
 
 static int parse_messages(const cJSON *o, const char *body, size_t len, const api_limits *lim, api_req *r,
-                          api_error *e) {
+                          api_tools *tools_out, api_error *e) {
     api_tools tools;
     if (tools_parse(o, body, len, &tools, e) < 0) return -1;
+    *tools_out = tools;
     qw_chat_opts opts = {.add_generation_prompt = 1};
     if (tools.mode != TOOLS_OFF) {
         opts.tools = tools.json;
@@ -370,8 +371,6 @@ static int parse_messages(const cJSON *o, const char *body, size_t len, const ap
     }
     r->tools_mode = (int)tools.mode;
     r->tools_parallel = tools.parallel;
-    if ((tools.mode == TOOLS_REQUIRED || tools.mode == TOOLS_NAMED) && tools_gbnf(o, &tools, &r->grammar, e) < 0)
-        return -1;
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
     if (is_present(kw)) {
         int think = 1;
@@ -622,7 +621,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
     }
     if (parse_stop(o, r, e) < 0) goto out;
     if (parse_stop_ids(o, lim, r, e) < 0) goto out;
-    if (api_parse_constraint(o, r, e) < 0) goto out;
+    api_tools tools = {.mode = TOOLS_OFF};
 
     long long mt;
     int got;
@@ -630,11 +629,6 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         if (r->n != 1 || r->logprobs || r->echo) {
             const char *f = r->n != 1 ? "n" : r->logprobs ? "logprobs" : "echo";
             api_fail(e, 400, "unsupported_field", f, "'%s' is not supported on /infill (one plain answer)", f);
-            goto out;
-        }
-        if (r->stream) {
-            api_fail(e, 400, "unsupported_value", "stream", "'stream' is not supported on /infill (use /v1/completions "
-                                                            "with 'suffix' for a streamed infill)");
             goto out;
         }
         mt = API_INFILL_DEFAULT;
@@ -654,16 +648,13 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         mt = -1;
         if ((got = get_int(o, "max_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
         if ((got = get_int(o, "max_completion_tokens", 1, lim->n_ctx, &mt, e)) < 0) goto out;
-        if (parse_messages(o, body, len, lim, r, e) < 0) goto out;
+        if (parse_messages(o, body, len, lim, r, &tools, e) < 0) goto out;
         if (mt < 0) mt = lim->n_ctx - r->n_prompt; /* until the context is full */
     }
     r->max_tokens = (int)mt;
-    if (r->constraint && r->grammar) {
-        /* a forced tool call has its own grammar: one grammar per answer */
-        api_fail(e, 400, "unsupported_value", "response_format",
-                 "'response_format' / 'grammar' together with a forced tool call (tool_choice) is not supported");
-        goto out;
-    }
+    /* the one grammar of the answer: from response_format, grammar and the
+     * tools, decided together (api_grammar.c) */
+    if (api_parse_constraint(o, &tools, r, e) < 0) goto out;
     rc = 0;
 out:
     cJSON_Delete(o);
@@ -673,8 +664,6 @@ out:
 
 void api_req_free(api_req *r) {
     free(r->prompt);
-    free(r->grammar);
-    r->grammar = NULL;
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     grammar_release(r->constraint);

@@ -128,16 +128,16 @@ typedef struct api_req {
     int no_spec;              /* "speculative": false */
     int tools_mode;           /* chat: tools_mode (tools.h); 0 = no tools */
     int tools_parallel;       /* parallel_tool_calls */
-    char *grammar;            /* malloc'd GBNF the output must follow (tool_choice
-                               * required / named), NULL = free text */
     int32_t stop_ids[API_MAX_STOP_IDS]; /* token ids that end the answer (not output):
                                * "stop_token_ids" (vLLM's field), plus for an infill
                                * prompt the FIM and repository tokens (fim_stop_ids) */
     int n_stop_ids;
-    qw_grammar *constraint;   /* "response_format" json_object / json_schema, or "grammar"
-                               * (GBNF): the output is constrained to it; NULL = free text.
-                               * One reference, released by api_req_free. Not together
-                               * with a tool-call grammar (400). */
+    qw_grammar *constraint;   /* the one grammar the output must follow (api_parse_constraint:
+                               * a forced tool call, response_format, grammar, or calls-or-
+                               * format), NULL = free text. One reference, released by
+                               * api_req_free. */
+    const char *constraint_param; /* the field it came from, for errors: "tool_choice",
+                               * "response_format" or "grammar" (static) */
     int n;                    /* choices, 1..API_MAX_N ("n"; "best_of" must equal it) */
     int logprobs;             /* chat: "logprobs": true; completions: "logprobs": int given */
     int top_logprobs;         /* alternatives per token: chat "top_logprobs", completions
@@ -148,16 +148,31 @@ typedef struct api_req {
 #define API_MAX_N 16
 
 
-/* The constraint fields of a request body (json: a cJSON object):
+/* The one grammar of an answer (docs/grammar.md, "Which constraint
+ * applies"), from the request body's fields (json: a cJSON object) and its
+ * parsed tools (NULL or mode TOOLS_OFF: none, or tool_choice "none"):
  *   "response_format": {"type": "text"}                    nothing
  *                      {"type": "json_object"}             any JSON object
  *                      {"type": "json_schema", "json_schema": {"name", "schema",
  *                       "strict", "description"}}          that schema (docs/grammar.md)
  *   "grammar": "GBNF text"                                 llama.cpp's grammar format
- * At most one of the two. Sets r->constraint. Returns 0, or -1 and e: 400 naming
- * the field, and for a schema the unsupported keyword and where it is.
- * (src/server/api_grammar.c) */
-int api_parse_constraint(const void *json, api_req *r, api_error *e);
+ * Precedence, as OpenAI and llama-server decide:
+ *   grammar + a JSON response_format      400 naming "grammar" (one or the other)
+ *   grammar + tools (tool_choice not none) 400 naming "grammar" (llama-server:
+ *                                          "Cannot use custom grammar constraints
+ *                                          with tools"); a call has its own grammar
+ *   tool_choice required / a function     the call grammar (tools_gbnf); a
+ *     (+ response_format or not)          response_format is checked but shapes
+ *                                          only text answers, and this answer is
+ *                                          a call (OpenAI answers the same)
+ *   tool_choice auto + response_format    a call or an answer in the format:
+ *                                          root ::= calls | format
+ *   response_format alone / grammar alone that one
+ * Sets r->constraint and r->constraint_param. Returns 0, or -1 and e: 400
+ * naming the field, and for a schema the unsupported keyword and where it
+ * is. (src/server/api_grammar.c) */
+struct api_tools;
+int api_parse_constraint(const void *json, const struct api_tools *tools, api_req *r, api_error *e);
 
 /* Parse a /v1/completions, /v1/chat/completions or /infill body (already
  * checked to be valid UTF-8). Returns 0 and *r (free with api_req_free), or

@@ -50,7 +50,7 @@ struct qw_http {
     char bound_host[80];     /* as written in a Host header, e.g. "127.0.0.1" or "[::1]" */
     _Atomic(qw_engine *) eng;
     atomic_int stopping;
-    qw_gate *gate;           /* owns the listening socket; hands complete heads to MHD */
+    qw_gate *gate;           /* owns the listening socket; hands complete requests to MHD */
     long long start_time;
     atomic_ullong http_requests, http_errors;
     atomic_int generating;   /* generation requests not yet completed (answer sent) */
@@ -65,20 +65,16 @@ typedef struct conn {
     int too_big;
     int responded;
     int generating;          /* counted in qw_http.generating */
+    api_kind style;          /* whose error documents this request gets: the protocol of its
+                              * URL (request_error_json) */
 } conn;
 
 /* ---- responses ----------------------------------------------------------- */
 
-/* Errors under /api/ are Ollama's {"error": "message"}, elsewhere OpenAI's
- * {"error": {...}}. libmicrohttpd runs each connection on its own thread
- * (MHD_USE_THREAD_PER_CONNECTION) and calls back on it only for that
- * connection's current request, so on_request sets the style of the request
- * being served for its thread, and every error path below reads it. */
-static _Thread_local int t_ollama_errors;
-
-static char *error_json(const api_error *e) {
-    return t_ollama_errors ? ollama_error_json(e) : api_error_json(e);
-}
+/* An error in the style of the request's protocol (k->style: Ollama's
+ * {"error": "message"} under /api/, elsewhere OpenAI's {"error": {...}}),
+ * rendered by the request layer, which renders a generation's errors too. */
+static char *error_json(const conn *k, const api_error *e) { return request_error_json(k->style, e); }
 
 static void add_common_headers(qw_http *h, struct MHD_Response *r) {
     if (h->cfg.cors) {
@@ -88,11 +84,11 @@ static void add_common_headers(qw_http *h, struct MHD_Response *r) {
 }
 
 /* Queue body (malloc'd, taken) with status. */
-static enum MHD_Result send_body(qw_http *h, struct MHD_Connection *c, int status, char *body,
+static enum MHD_Result send_body(qw_http *h, struct MHD_Connection *c, const conn *k, int status, char *body,
                                  const char *ctype) {
     if (!body) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
-        body = strdup(t_ollama_errors ? "{\"error\":\"out of memory\"}" : oom);
+        body = strdup(k->style == API_OLLAMA_CHAT ? "{\"error\":\"out of memory\"}" : oom);
         status = 500;
         if (!body) return MHD_NO;
     }
@@ -110,23 +106,23 @@ static enum MHD_Result send_body(qw_http *h, struct MHD_Connection *c, int statu
     return ret;
 }
 
-static enum MHD_Result send_json(qw_http *h, struct MHD_Connection *c, int status, char *json) {
-    return send_body(h, c, status, json, "application/json");
+static enum MHD_Result send_json(qw_http *h, struct MHD_Connection *c, const conn *k, int status, char *json) {
+    return send_body(h, c, k, status, json, "application/json");
 }
 
-static enum MHD_Result send_error(qw_http *h, struct MHD_Connection *c, const api_error *e) {
+static enum MHD_Result send_error(qw_http *h, struct MHD_Connection *c, const conn *k, const api_error *e) {
     if (e->status >= 500) LOG_WARN("http: %d %s", e->status, e->message);
     else LOG_DEBUG("http: %d %s", e->status, e->message);
-    return send_json(h, c, e->status, error_json(e));
+    return send_json(h, c, k, e->status, error_json(k, e));
 }
 
-static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, int status, const char *code,
+static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, const conn *k, int status, const char *code,
                             const char *param, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 6, 7)))
+    __attribute__((format(printf, 7, 8)))
 #endif
     ;
-static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, int status, const char *code,
+static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, const conn *k, int status, const char *code,
                             const char *param, const char *fmt, ...) {
     api_error e;
     char msg[512];
@@ -135,7 +131,7 @@ static enum MHD_Result fail(qw_http *h, struct MHD_Connection *c, int status, co
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     api_fail(&e, status, code, param, "%s", msg);
-    return send_error(h, c, &e);
+    return send_error(h, c, k, &e);
 }
 
 /* ---- checks ---------------------------------------------------------------- */
@@ -231,22 +227,22 @@ static route find_route(const char *url, const char **want_method) {
     return R_NONE;
 }
 
-static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c) {
+static enum MHD_Result h_health(qw_http *h, struct MHD_Connection *c, const conn *k) {
     qw_engine *e = atomic_load(&h->eng);
-    if (!e) return send_json(h, c, 503, strdup("{\"status\":\"loading\"}"));
+    if (!e) return send_json(h, c, k, 503, strdup("{\"status\":\"loading\"}"));
     /* Draining (SIGTERM): a load balancer must stop sending work here. */
-    if (atomic_load(&h->stopping)) return send_json(h, c, 503, strdup("{\"status\":\"draining\"}"));
+    if (atomic_load(&h->stopping)) return send_json(h, c, k, 503, strdup("{\"status\":\"draining\"}"));
     if (e->model->cfg.random_weights)
-        return send_json(h, c, 200,
+        return send_json(h, c, k, 200,
                          strdup("{\"status\":\"ok\",\"random_weights\":true,\"warning\":\"this model has RANDOM "
                                 "WEIGHTS (qwenc synth): its output is noise\"}"));
-    return send_json(h, c, 200, strdup("{\"status\":\"ok\"}"));
+    return send_json(h, c, k, 200, strdup("{\"status\":\"ok\"}"));
 }
 
 /* GET /: the web chat page (webui.h), or 404 with --no-webui. */
-static enum MHD_Result h_webui(qw_http *h, struct MHD_Connection *c) {
+static enum MHD_Result h_webui(qw_http *h, struct MHD_Connection *c, const conn *k) {
     if (h->cfg.no_webui)
-        return fail(h, c, 404, "not_found", NULL, "the web UI is turned off on this server (--no-webui)");
+        return fail(h, c, k, 404, "not_found", NULL, "the web UI is turned off on this server (--no-webui)");
     size_t n;
     const char *page = webui_page(&n);
     struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)page, MHD_RESPMEM_PERSISTENT);
@@ -317,11 +313,11 @@ static void ollama_model_of(const qw_engine *e, ollama_model *m) {
     m->random_weights = cfg->random_weights;
 }
 
-static enum MHD_Result h_ollama_info(qw_http *h, struct MHD_Connection *c, qw_engine *e, route rt) {
+static enum MHD_Result h_ollama_info(qw_http *h, struct MHD_Connection *c, const conn *k, qw_engine *e, route rt) {
     ollama_model m;
     ollama_model_of(e, &m);
-    if (rt == R_OLLAMA_TAGS) return send_json(h, c, 200, ollama_tags_json(&m));
-    return send_json(h, c, 200, ollama_ps_json(&m));
+    if (rt == R_OLLAMA_TAGS) return send_json(h, c, k, 200, ollama_tags_json(&m));
+    return send_json(h, c, k, 200, ollama_ps_json(&m));
 }
 
 /* POST /api/show {"model"} (older clients: "name"). */
@@ -329,29 +325,29 @@ static enum MHD_Result h_ollama_show(qw_http *h, struct MHD_Connection *c, qw_en
     cJSON *j = cJSON_ParseWithLengthOpts(k->body, k->len, NULL, 0);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        return fail(h, c, 400, "invalid_json", NULL, "the body must be a JSON object");
+        return fail(h, c, k, 400, "invalid_json", NULL, "the body must be a JSON object");
     }
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(j, "model");
     if (!cJSON_IsString(n)) n = cJSON_GetObjectItemCaseSensitive(j, "name");
     if (!cJSON_IsString(n) || !n->valuestring[0]) {
         cJSON_Delete(j);
-        return fail(h, c, 400, "missing_field", "model", "'model' is required");
+        return fail(h, c, k, 400, "missing_field", "model", "'model' is required");
     }
     if (!e->any_model && !ollama_name_matches(n->valuestring, engine_model_id(e))) {
         api_error ae;
         api_model_not_found(&ae, n->valuestring, engine_model_id(e));
         cJSON_Delete(j);
-        return send_error(h, c, &ae);
+        return send_error(h, c, k, &ae);
     }
     cJSON_Delete(j);
     ollama_model m;
     ollama_model_of(e, &m);
-    return send_json(h, c, 200, ollama_show_json(&m));
+    return send_json(h, c, k, 200, ollama_show_json(&m));
 }
 
 /* GET /v1/models (the list) or /v1/models/ID (one: any ID names the one
  * model loaded). */
-static enum MHD_Result h_models(qw_http *h, struct MHD_Connection *c, qw_engine *e, int one) {
+static enum MHD_Result h_models(qw_http *h, struct MHD_Connection *c, const conn *k, qw_engine *e, int one) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", engine_model_id(e));
     cJSON_AddStringToObject(m, "object", "model");
@@ -369,17 +365,17 @@ static enum MHD_Result h_models(qw_http *h, struct MHD_Connection *c, qw_engine 
     }
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    return send_json(h, c, 200, out);
+    return send_json(h, c, k, 200, out);
 }
 
-static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine *e) {
+static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, const conn *k, qw_engine *e) {
     qw_sched_metrics m;
     memset(&m, 0, sizeof m);
     if (e) sched_metrics(e->sched, &m);
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    if (!f) return send_json(h, c, 500, NULL);
+    if (!f) return send_json(h, c, k, 500, NULL);
 #define METRIC(name, type, help, fmt, val) \
     fprintf(f, "# HELP qwenc_" name " " help "\n# TYPE qwenc_" name " " type "\nqwenc_" name " " fmt "\n", val)
     METRIC("requests_total", "counter", "Generation requests accepted.", "%llu", (unsigned long long)m.requests_total);
@@ -433,52 +429,69 @@ static enum MHD_Result h_metrics(qw_http *h, struct MHD_Connection *c, qw_engine
     if (h->gate) {
         qw_gate_stats gs;
         gate_stats(h->gate, &gs);
-        METRIC("http_connections_open", "gauge", "Connections open (waiting for their head + handed on).", "%d",
+        METRIC("http_connections_open", "gauge", "Connections open (waiting in the gate + handed on).", "%d",
                gs.open);
         METRIC("http_connections_waiting", "gauge", "Connections still sending their request head.", "%d",
                gs.waiting);
+        METRIC("http_connections_waiting_body", "gauge",
+               "Connections with a complete head still sending their body (held by the gate, no thread).", "%d",
+               gs.waiting_body);
         METRIC("http_connections_accepted_total", "counter", "Connections accepted.", "%llu", gs.accepted);
-        METRIC("http_connections_handed_total", "counter", "Connections whose head was complete and acceptable.",
-               "%llu", gs.handed);
+        METRIC("http_connections_handed_total", "counter",
+               "Connections handed to a thread: request complete, or body larger than the gate holds.", "%llu",
+               gs.handed);
+        METRIC("http_connections_handed_partial_total", "counter",
+               "Connections handed on before their body was complete (larger than the gate holds).", "%llu",
+               gs.handed_partial);
         METRIC("http_connections_refused_total", "counter", "Connections refused 503: every slot held a request.",
                "%llu", gs.refused_full);
         METRIC("http_connections_evicted_total", "counter",
-               "Connections answered 503 to make room: the longest still waiting for its head.", "%llu",
+               "Connections answered 503 to make room: the longest still waiting for its request.", "%llu",
                gs.evicted);
         METRIC("http_connections_timed_out_total", "counter", "Connections whose head missed --header-timeout.",
                "%llu", gs.timed_out);
+        METRIC("http_connections_body_timed_out_total", "counter",
+               "Connections whose body missed its deadline in the gate (6 x --header-timeout): 408.", "%llu",
+               gs.body_timed_out);
         METRIC("http_connections_bad_head_total", "counter", "Connections refused for a bad or oversized head.",
                "%llu", gs.bad_head);
+        METRIC("http_connections_bad_body_total", "counter",
+               "Connections refused 400 for a malformed chunked body or one cut by a half-close.", "%llu",
+               gs.bad_body);
+        METRIC("http_connections_too_large_total", "counter", "Connections answered 413 by the gate (--max-body).",
+               "%llu", gs.too_large);
+        METRIC("http_connections_continued_total", "counter",
+               "Expect: 100-continue answered by the gate before it waits for the body.", "%llu", gs.continued);
     }
 #undef METRIC
     fclose(f);
-    return send_body(h, c, 200, buf, "text/plain; version=0.0.4; charset=utf-8");
+    return send_body(h, c, k, 200, buf, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 static enum MHD_Result h_tokenize(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k) {
     api_error ae;
     char *text;
     size_t tl;
-    if (api_parse_tokenize(k->body, k->len, &text, &tl, &ae) < 0) return send_error(h, c, &ae);
+    if (api_parse_tokenize(k->body, k->len, &text, &tl, &ae) < 0) return send_error(h, c, k, &ae);
     int32_t *ids = NULL;
     size_t n = 0;
     qw_err err;
     int rc = tok_encode(e->tok, text, tl, &ids, &n, &err);
     free(text);
-    if (rc != 0) return fail(h, c, 500, "tokenizer_error", "content", "tokenize: %s", err.msg);
+    if (rc != 0) return fail(h, c, k, 500, "tokenizer_error", "content", "tokenize: %s", err.msg);
     char *buf = NULL;
     size_t bl = 0;
     FILE *f = open_memstream(&buf, &bl);
     if (!f) {
         free(ids);
-        return send_json(h, c, 500, NULL);
+        return send_json(h, c, k, 500, NULL);
     }
     fputs("{\"tokens\":[", f);
     for (size_t i = 0; i < n; i++) fprintf(f, i ? ",%d" : "%d", (int)ids[i]);
     fputs("]}", f);
     fclose(f);
     free(ids);
-    return send_json(h, c, 200, buf);
+    return send_json(h, c, k, 200, buf);
 }
 
 static enum MHD_Result h_detokenize(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k) {
@@ -486,13 +499,13 @@ static enum MHD_Result h_detokenize(qw_http *h, struct MHD_Connection *c, qw_eng
     int32_t *ids;
     int n;
     if (api_parse_detokenize(k->body, k->len, e->model->cfg.vocab, &ids, &n, &ae) < 0)
-        return send_error(h, c, &ae);
+        return send_error(h, c, k, &ae);
     char *text = NULL;
     size_t tl = 0;
     qw_err err;
     int rc = tok_decode(e->tok, ids, (size_t)n, 0, &text, &tl, &err);
     free(ids);
-    if (rc != 0) return fail(h, c, 500, "tokenizer_error", "tokens", "detokenize: %s", err.msg);
+    if (rc != 0) return fail(h, c, k, 500, "tokenizer_error", "tokens", "detokenize: %s", err.msg);
     /* {"content": text}: the text is valid UTF-8 (decode replaces bad
      * bytes), so escaping quotes, backslashes and controls suffices. */
     char *buf = NULL;
@@ -500,7 +513,7 @@ static enum MHD_Result h_detokenize(qw_http *h, struct MHD_Connection *c, qw_eng
     FILE *f = open_memstream(&buf, &bl);
     if (!f) {
         free(text);
-        return send_json(h, c, 500, NULL);
+        return send_json(h, c, k, 500, NULL);
     }
     fputs("{\"content\":\"", f);
     for (size_t i = 0; i < tl; i++) {
@@ -515,7 +528,7 @@ static enum MHD_Result h_detokenize(qw_http *h, struct MHD_Connection *c, qw_eng
     fputs("\"}", f);
     fclose(f);
     free(text);
-    return send_json(h, c, 200, buf);
+    return send_json(h, c, k, 200, buf);
 }
 
 /* ---- generation ------------------------------------------------------------ */
@@ -622,7 +635,7 @@ static void stream_free(void *cls) {
 }
 
 /* The request's reply (or error) as the response. */
-static enum MHD_Result send_reply(qw_http *h, struct MHD_Connection *c, qw_request *q) {
+static enum MHD_Result send_reply(qw_http *h, struct MHD_Connection *c, const conn *k, qw_request *q) {
     size_t len;
     const char *body = request_reply(q, &len);
     int status = request_status(q);
@@ -631,15 +644,15 @@ static enum MHD_Result send_reply(qw_http *h, struct MHD_Connection *c, qw_reque
     else if (ae) LOG_DEBUG("http: %d %s", ae->status, ae->message);
     char *copy = body ? strndup(body, len) : NULL;
     request_free(q);
-    return send_json(h, c, status, copy);
+    return send_json(h, c, k, status, copy);
 }
 
 static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engine *e, conn *k, api_kind kind) {
     k->generating = 1; /* until on_completed: http_stop lets the answer out */
     atomic_fetch_add(&h->generating, 1);
     qw_request *q = request_new(e, kind);
-    if (!q) return send_json(h, c, 500, NULL);
-    if (request_start(q, k->body, k->len) != 0) return send_reply(h, c, q);
+    if (!q) return send_json(h, c, k, 500, NULL);
+    if (request_start(q, k->body, k->len) != 0) return send_reply(h, c, k, q);
     int fd = conn_fd(c);
     if (!request_streaming(q)) {
         peer_watch pw = {.fd = fd, .http11 = k->http11};
@@ -647,12 +660,12 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
             request_free(q);
             return MHD_NO; /* the client left */
         }
-        return send_reply(h, c, q);
+        return send_reply(h, c, k, q);
     }
     stream_st *st = calloc(1, sizeof *st);
     if (!st) {
         request_free(q);
-        return send_json(h, c, 500, NULL);
+        return send_json(h, c, k, 500, NULL);
     }
     st->q = q;
     st->fd = fd;
@@ -675,9 +688,9 @@ static enum MHD_Result h_generate(qw_http *h, struct MHD_Connection *c, qw_engin
 
 /* An error response with one extra header (401's WWW-Authenticate, 405's
  * Allow). */
-static enum MHD_Result send_error_with(qw_http *h, struct MHD_Connection *c, const api_error *e, const char *name,
+static enum MHD_Result send_error_with(qw_http *h, struct MHD_Connection *c, const conn *k, const api_error *e, const char *name,
                                        const char *value) {
-    char *j = error_json(e);
+    char *j = error_json(k, e);
     struct MHD_Response *r = j ? MHD_create_response_from_buffer(strlen(j), j, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
         free(j);
@@ -692,8 +705,8 @@ static enum MHD_Result send_error_with(qw_http *h, struct MHD_Connection *c, con
     return ret;
 }
 
-static enum MHD_Result cors_preflight(qw_http *h, struct MHD_Connection *c) {
-    if (!h->cfg.cors) return fail(h, c, 405, "method_not_allowed", NULL, "OPTIONS: CORS is not enabled");
+static enum MHD_Result cors_preflight(qw_http *h, struct MHD_Connection *c, const conn *k) {
+    if (!h->cfg.cors) return fail(h, c, k, 405, "method_not_allowed", NULL, "OPTIONS: CORS is not enabled");
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     add_common_headers(h, r);
@@ -766,11 +779,11 @@ static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const ch
     if (bad) {
         api_error ae;
         api_fail(&ae, bad, bad == 501 ? "not_implemented" : "bad_request", NULL, "%s", why);
-        return send_error_with(h, c, &ae, "Connection", "close");
+        return send_error_with(h, c, k, &ae, "Connection", "close");
     }
     if (!host_ok(h, c))
-        return fail(h, c, 403, "forbidden_host", NULL, "the Host header does not name this server (DNS-rebinding defence)");
-    if (!strcmp(method, "OPTIONS")) return cors_preflight(h, c);
+        return fail(h, c, k, 403, "forbidden_host", NULL, "the Host header does not name this server (DNS-rebinding defence)");
+    if (!strcmp(method, "OPTIONS")) return cors_preflight(h, c, k);
     const char *want = NULL;
     route rt = find_route(url, &want);
     api_error e;
@@ -779,13 +792,13 @@ static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const ch
      * goes through the API, which needs the key. */
     if (rt != R_HEALTH && rt != R_WEBUI && !auth_ok(h, c)) {
         api_fail(&e, 401, "invalid_api_key", NULL, "missing or wrong API key (Authorization: Bearer KEY)");
-        return send_error_with(h, c, &e, "WWW-Authenticate", "Bearer");
+        return send_error_with(h, c, k, &e, "WWW-Authenticate", "Bearer");
     }
-    if (rt == R_NONE) return fail(h, c, 404, "not_found", NULL, "no such endpoint: %s", safe_url(url, su, sizeof su));
+    if (rt == R_NONE) return fail(h, c, k, 404, "not_found", NULL, "no such endpoint: %s", safe_url(url, su, sizeof su));
     if (strcmp(method, want) != 0) {
         api_fail(&e, 405, "method_not_allowed", NULL, "%s accepts %s, not %s", safe_url(url, su, sizeof su), want,
                  safe_url(method, sm, sizeof sm));
-        return send_error_with(h, c, &e, "Allow", want);
+        return send_error_with(h, c, k, &e, "Allow", want);
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (cl) {
@@ -793,7 +806,7 @@ static enum MHD_Result on_headers(qw_http *h, struct MHD_Connection *c, const ch
         errno = 0;
         unsigned long long v = strtoull(cl, &end, 10);
         if (errno || end == cl || (unsigned long long)h->cfg.max_body < v)
-            return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
+            return fail(h, c, k, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
     }
     k->responded = 0;
     return MHD_YES;
@@ -809,7 +822,10 @@ static double mono_now(void) {
 static enum MHD_Result on_body(qw_http *h, conn *k, const char *data, size_t n) {
     /* A body trickled in byte by byte must not hold its thread for ever
      * (MHD's idle timeout restarts at every byte): a fixed deadline from
-     * the end of the head. */
+     * the end of the head. The gate holds a connection until its body has
+     * come, with the same deadline; this one covers what the gate hands on
+     * early (bodies larger than it holds) and later requests on a
+     * keep-alive connection, which never pass the gate. */
     if (mono_now() - k->t0 > h->cfg.body_timeout) {
         LOG_DEBUG("http: the body did not arrive within %g s: closing", h->cfg.body_timeout);
         return MHD_NO;
@@ -840,30 +856,30 @@ static enum MHD_Result on_body(qw_http *h, conn *k, const char *data, size_t n) 
 
 /* The whole request is in: route it. */
 static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c, const char *url, conn *k) {
-    if (k->too_big) return fail(h, c, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
+    if (k->too_big) return fail(h, c, k, 413, "body_too_large", NULL, "the body is larger than %ld bytes", h->cfg.max_body);
     const char *want;
     route rt = find_route(url, &want);
-    if (rt == R_HEALTH) return h_health(h, c);
-    if (rt == R_WEBUI) return h_webui(h, c);
-    if (atomic_load(&h->stopping)) return fail(h, c, 503, "shutting_down", NULL, "the server is shutting down");
+    if (rt == R_HEALTH) return h_health(h, c, k);
+    if (rt == R_WEBUI) return h_webui(h, c, k);
+    if (atomic_load(&h->stopping)) return fail(h, c, k, 503, "shutting_down", NULL, "the server is shutting down");
     qw_engine *e = atomic_load(&h->eng);
-    if (rt == R_METRICS) return h_metrics(h, c, e);
-    if (!e) return fail(h, c, 503, "loading", NULL, "the model is loading");
+    if (rt == R_METRICS) return h_metrics(h, c, k, e);
+    if (!e) return fail(h, c, k, 503, "loading", NULL, "the model is loading");
     if (rt == R_MODEL && !e->any_model && strcmp(url + strlen("/v1/models/"), engine_model_id(e)) != 0) {
         api_error ae;
         api_model_not_found(&ae, url + strlen("/v1/models/"), engine_model_id(e));
-        return send_error(h, c, &ae);
+        return send_error(h, c, k, &ae);
     }
-    if (rt == R_MODELS || rt == R_MODEL) return h_models(h, c, e, rt == R_MODEL);
-    if (rt == R_OLLAMA_VERSION) return send_json(h, c, 200, ollama_version_json());
-    if (rt == R_OLLAMA_TAGS || rt == R_OLLAMA_PS) return h_ollama_info(h, c, e, rt);
+    if (rt == R_MODELS || rt == R_MODEL) return h_models(h, c, k, e, rt == R_MODEL);
+    if (rt == R_OLLAMA_VERSION) return send_json(h, c, k, 200, ollama_version_json());
+    if (rt == R_OLLAMA_TAGS || rt == R_OLLAMA_PS) return h_ollama_info(h, c, k, e, rt);
     /* POST bodies. */
     if (!k->body) {
         k->body = strdup("");
         if (!k->body) return MHD_NO;
     }
-    if (!api_utf8_valid(k->body, k->len)) return fail(h, c, 400, "invalid_utf8", NULL, "the body is not valid UTF-8");
-    if (k->len == 0) return fail(h, c, 400, "invalid_json", NULL, "the body is empty; expected a JSON object");
+    if (!api_utf8_valid(k->body, k->len)) return fail(h, c, k, 400, "invalid_utf8", NULL, "the body is not valid UTF-8");
+    if (k->len == 0) return fail(h, c, k, 400, "invalid_json", NULL, "the body is empty; expected a JSON object");
     switch (rt) {
     case R_COMPLETIONS: return h_generate(h, c, e, k, API_COMPLETION);
     case R_CHAT: return h_generate(h, c, e, k, API_CHAT);
@@ -872,11 +888,11 @@ static enum MHD_Result on_complete_request(qw_http *h, struct MHD_Connection *c,
     case R_OLLAMA_GENERATE: return h_generate(h, c, e, k, API_OLLAMA_GENERATE);
     case R_OLLAMA_SHOW: return h_ollama_show(h, c, e, k);
     case R_OLLAMA_EMBED:
-        return fail(h, c, 501, "not_implemented", NULL,
+        return fail(h, c, k, 501, "not_implemented", NULL,
                     "qwenc computes no embeddings (a generation server for one chat model)");
     case R_TOKENIZE: return h_tokenize(h, c, e, k);
     case R_DETOKENIZE: return h_detokenize(h, c, e, k);
-    default: return fail(h, c, 404, "not_found", NULL, "no such endpoint");
+    default: return fail(h, c, k, 404, "not_found", NULL, "no such endpoint");
     }
 }
 
@@ -886,13 +902,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
     qw_http *h = cls;
-    t_ollama_errors = !strncmp(url, "/api/", 5);
     conn *k = *con_cls;
     if (!k) {
         k = calloc(1, sizeof *k);
         if (!k) return MHD_NO;
         *con_cls = k;
         k->t0 = mono_now();
+        /* each request of a keep-alive connection has its own conn */
+        k->style = !strncmp(url, "/api/", 5) ? API_OLLAMA_CHAT : API_CHAT;
         k->http11 = version && !strcmp(version, "HTTP/1.1");
         atomic_fetch_add(&h->http_requests, 1);
         return on_headers(h, c, url, method, version, k);
@@ -922,7 +939,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- start / stop ---------------------------------------------------------- */
 
-/* The gate's handoff: a connection whose head is complete and acceptable. */
+/* The gate's handoff: a connection whose request (head and body, or as much
+ * of a large body as the gate holds) has arrived and is acceptable. */
 static int handoff(void *arg, int fd, const struct sockaddr *sa, socklen_t salen) {
     qw_http *h = arg;
     /* MHD closes fd itself when it cannot take it. */
@@ -970,7 +988,7 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     freeaddrinfo(ai);
     /* Thread per connection (handlers block, see the top), but MHD never
      * sees the listening socket: the gate (gate.h) holds each connection
-     * until its head is complete, so slow clients cost no thread. */
+     * until its head and body are in, so slow clients cost no thread. */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                      MHD_USE_NO_LISTEN_SOCKET;
     char addr[INET6_ADDRSTRLEN];
@@ -1022,6 +1040,8 @@ qw_http *http_start(const qw_http_cfg *cfg, qw_err *err) {
     qw_gate_cfg gc = {.listen_fd = fd,
                       .max_conns = h->cfg.max_conns,
                       .header_deadline_s = h->cfg.header_timeout,
+                      .body_deadline_s = h->cfg.body_timeout,
+                      .max_body = h->cfg.max_body,
                       .max_head = 32 * 1024,
                       .handoff = handoff,
                       .arg = h};

@@ -97,3 +97,126 @@ int httphead_check(const char *buf, size_t n, char *why, size_t why_len) {
     }
     return 0;
 }
+
+void httphead_frame(const char *buf, size_t n, httphead_framing *f) {
+    memset(f, 0, sizeof *f);
+    const char *p = buf, *end = buf + n;
+    const char *eol = memchr(p, '\n', n);
+    if (!eol) return;
+    const char *le = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+    f->http11 = le - p >= 8 && !memcmp(le - 8, "HTTP/1.1", 8);
+    for (p = eol + 1; p < end; p = eol + 1) {
+        eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol) eol = end;
+        le = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
+        if (le == p) break;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (!colon) continue;
+        size_t nl = (size_t)(colon - p);
+        const char *v = colon + 1, *ve = le;
+        trim(&v, &ve);
+        if (nl == 14 && !strncasecmp(p, "content-length", 14)) {
+            unsigned long long x = 0;
+            for (const char *c = v; c < ve; c++) {
+                unsigned d = (unsigned)(*c - '0');
+                if (x > (~0ULL - d) / 10) f->length_overflow = 1;
+                x = x * 10 + d;
+            }
+            f->length = x;
+        } else if (nl == 17 && !strncasecmp(p, "transfer-encoding", 17)) {
+            f->chunked = 1; /* httphead_check() let through plain "chunked" only */
+        } else if (nl == 6 && !strncasecmp(p, "expect", 6)) {
+            f->expect_continue = ve - v == 12 && !strncasecmp(v, "100-continue", 12);
+        }
+    }
+}
+
+/* Scanner states. */
+enum { CK_SIZE, CK_EXT, CK_DATA, CK_DATA_CR, CK_DATA_LF, CK_TRAILER, CK_TRAILER_LINE, CK_END_LF };
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int httpchunk_scan(httpchunk *c, const char *p, size_t n, unsigned long long max_data, size_t *used) {
+    size_t i = 0;
+    int r = HTTPCHUNK_MORE;
+    while (i < n && r == HTTPCHUNK_MORE) {
+        char ch = p[i];
+        switch (c->state) {
+        case CK_SIZE: {
+            int h = hexval(ch);
+            if (h >= 0) {
+                if (c->size > (max_data >> 4) || c->total + ((c->size << 4) | (unsigned)h) > max_data) {
+                    r = HTTPCHUNK_TOO_LARGE;
+                    break;
+                }
+                c->size = (c->size << 4) | (unsigned)h;
+                c->digits++;
+                i++;
+                break;
+            }
+            if (!c->digits) {
+                r = HTTPCHUNK_BAD;
+                break;
+            }
+            c->state = CK_EXT; /* this byte is the extension's, or the line's end */
+            break;
+        }
+        case CK_EXT: /* chunk extensions (ignored) up to the line's end */
+            i++;
+            if (ch != '\n') break;
+            c->digits = 0;
+            if (c->size == 0) {
+                c->state = CK_TRAILER;
+            } else {
+                c->total += c->size;
+                c->left = c->size;
+                c->size = 0;
+                c->state = CK_DATA;
+            }
+            break;
+        case CK_DATA: {
+            size_t k = n - i;
+            if (k > c->left) k = (size_t)c->left;
+            i += k;
+            c->left -= k;
+            if (!c->left) c->state = CK_DATA_CR;
+            break;
+        }
+        case CK_DATA_CR:
+            i++;
+            if (ch == '\r') c->state = CK_DATA_LF;
+            else if (ch == '\n') c->state = CK_SIZE;
+            else r = HTTPCHUNK_BAD;
+            break;
+        case CK_DATA_LF:
+            i++;
+            if (ch == '\n') c->state = CK_SIZE;
+            else r = HTTPCHUNK_BAD;
+            break;
+        case CK_TRAILER: /* at the start of a trailer line, or of the empty line */
+            i++;
+            if (ch == '\n') r = HTTPCHUNK_DONE;
+            else if (ch == '\r') c->state = CK_END_LF;
+            else c->state = CK_TRAILER_LINE;
+            break;
+        case CK_TRAILER_LINE:
+            i++;
+            if (ch == '\n') c->state = CK_TRAILER;
+            break;
+        case CK_END_LF:
+            i++;
+            if (ch == '\n') r = HTTPCHUNK_DONE;
+            else r = HTTPCHUNK_BAD;
+            break;
+        }
+    }
+    *used = i;
+    return r;
+}
+
+unsigned long long httpchunk_skip(const httpchunk *c) { return c->state == CK_DATA ? c->left : 0; }

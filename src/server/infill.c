@@ -103,3 +103,38 @@ char *infill_json(const api_result *r) {
     cJSON_Delete(root);
     return s;
 }
+
+/* "data: " json "\n\n" (json taken). */
+static char *sse_event(char *json) {
+    if (!json) return NULL;
+    size_t n = strlen(json);
+    char *s = malloc(n + 9);
+    if (s) {
+        memcpy(s, "data: ", 6);
+        memcpy(s + 6, json, n);
+        memcpy(s + 6 + n, "\n\n", 3);
+    }
+    free(json);
+    return s;
+}
+
+char *infill_sse_chunk(const char *text, size_t len) {
+    char *tmp = malloc(len + 1);
+    if (!tmp) return NULL;
+    memcpy(tmp, text, len);
+    tmp[len] = 0;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "content", tmp);
+    cJSON_AddBoolToObject(root, "stop", 0);
+    free(tmp);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return sse_event(s);
+}
+
+char *infill_sse_final(const api_result *r) {
+    api_result last = *r;
+    last.text = "";
+    last.text_len = 0;
+    return sse_event(infill_json(&last));
+}

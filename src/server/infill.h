@@ -40,4 +40,13 @@ int infill_encode(const api_infill *in, const qw_tok *tok, int32_t **ids, size_t
  * "tokens_predicted", "stop": true, "finish_reason", "timings"} (malloc'd). */
 char *infill_json(const api_result *r);
 
+/* "stream": true (llama-server's /completion stream shape, which /infill
+ * shares): an SSE event per piece of text, "data: {"content": text,
+ * "stop": false}\n\n", and a last one, "data: " + infill_json of the
+ * answer with content "" + "\n\n" (stop true, the counts, finish_reason,
+ * timings). No "[DONE]" (llama-server sends it on its OpenAI endpoints
+ * only). malloc'd; NULL when out of memory. */
+char *infill_sse_chunk(const char *text, size_t len);
+char *infill_sse_final(const api_result *r);
+
 #endif

@@ -255,26 +255,18 @@ int request_start(qw_request *q, const char *bytes, size_t len) {
     q->created = (long long)time(NULL);
     qw_grammar *g = NULL;
     const qw_gvocab *gv = NULL;
-    if (q->p.grammar) {
-        /* tool_choice required / a named function: the call is forced. */
-        qw_err err;
-        gv = engine_gvocab(e, &err);
-        if (!gv || grammar_compile_gbnf(&g, q->p.grammar, strlen(q->p.grammar), "root", &err)) {
-            api_fail(&q->err, 500, "grammar_error", "tool_choice", "cannot build the tool-call grammar: %s", err.msg);
-            q->state = RQ_FAILED;
-            return -1;
-        }
-    } else if (q->p.constraint) {
-        /* response_format / grammar: compiled while parsing */
+    if (q->p.constraint) {
+        /* the answer's one grammar, compiled while parsing (api.h:
+         * api_parse_constraint); the vocabulary's trie once per server */
         qw_err err;
         gv = engine_gvocab(e, &err);
         if (!gv) {
-            api_fail(&q->err, 500, "grammar_error", "response_format", "cannot build the grammar vocabulary: %s",
+            api_fail(&q->err, 500, "grammar_error", q->p.constraint_param, "cannot build the grammar vocabulary: %s",
                      err.msg);
             q->state = RQ_FAILED;
             return -1;
         }
-        g = grammar_retain(q->p.constraint); /* released below with the tools' grammar */
+        g = grammar_retain(q->p.constraint); /* released below: each scheduler request holds its own */
     }
     for (int i = 0; i < q->n; i++) {
         qw_req_params p = {
@@ -756,14 +748,48 @@ static int ollama_stream(qw_request *q, const req_event *ev) {
     return 0;
 }
 
+/* /infill's stream (infill.h): a {"content", "stop": false} event per
+ * piece of text, the whole answer's document (content "") at DONE, the
+ * error at ERROR. */
+static int infill_stream(qw_request *q, const req_event *ev) {
+    switch (ev->kind) {
+    case REQ_EV_NONE:
+    case REQ_EV_START:
+    case REQ_EV_FINISH: return 0;
+    case REQ_EV_DELTA: return ev->text_len ? out_take(q, infill_sse_chunk(ev->text, ev->text_len)) : 0;
+    case REQ_EV_DONE: {
+        req_usage u;
+        request_usage(q, &u);
+        api_result r = {
+            .finish = q->c[0].finish,
+            .prompt_tokens = u.prompt_tokens,
+            .gen_tokens = u.completion_tokens,
+            .prefill_tps = u.prefill_tps,
+            .decode_tps = u.decode_tps,
+            .elapsed_s = u.elapsed_s,
+        };
+        return out_take(q, infill_sse_final(&r));
+    }
+    case REQ_EV_ERROR: {
+        char *j = api_error_json(&q->err);
+        int rc = j ? abuf_add(&q->mem, &q->out, "data: ", 6) : -1;
+        if (rc == 0) rc = out_take(q, j), j = NULL;
+        if (rc == 0) rc = abuf_add(&q->mem, &q->out, "\n\n", 2);
+        free(j);
+        return rc;
+    }
+    }
+    return 0;
+}
+
 const char *request_stream_type(const qw_request *q) {
     return is_ollama(q->kind) ? "application/x-ndjson" : "text/event-stream";
 }
 
 int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *len) {
     q->out.len = 0;
-    if (is_ollama(q->kind)) {
-        int orc = ollama_stream(q, ev);
+    if (is_ollama(q->kind) || q->kind == API_INFILL) {
+        int orc = is_ollama(q->kind) ? ollama_stream(q, ev) : infill_stream(q, ev);
         *bytes = q->out.data ? q->out.data : "";
         *len = q->out.len;
         return orc;
@@ -817,24 +843,26 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
     return rc;
 }
 
-/* The error in the protocol's style. */
-static char *error_doc(const qw_request *q) {
-    if (q->kind == API_SOCKET) {
+char *request_error_json(api_kind kind, const api_error *e) {
+    if (kind == API_SOCKET) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "error", q->err.message);
+        cJSON_AddStringToObject(o, "error", e->message);
         char *s = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         return s;
     }
-    if (q->kind == API_STDIN) {
-        size_t n = strlen(q->err.message) + 8;
+    if (kind == API_STDIN) {
+        size_t n = strlen(e->message) + 8;
         char *s = malloc(n);
-        if (s) snprintf(s, n, "error: %s", q->err.message);
+        if (s) snprintf(s, n, "error: %s", e->message);
         return s;
     }
-    if (is_ollama(q->kind)) return ollama_error_json(&q->err);
-    return api_error_json(&q->err);
+    if (is_ollama(kind)) return ollama_error_json(e);
+    return api_error_json(e);
 }
+
+/* The error in the protocol's style. */
+static char *error_doc(const qw_request *q) { return request_error_json(q->kind, &q->err); }
 
 /* The generated ids of a token protocol, with the socket's fields. */
 static char *tokens_doc(qw_request *q) {

@@ -132,7 +132,9 @@ int request_sse(qw_request *q, const req_event *ev, const char **bytes, size_t *
 /* The streamed bytes' Content-Type: "text/event-stream" (SSE, the OpenAI
  * kinds) or "application/x-ndjson" (the Ollama kinds, whose request_sse
  * renders Ollama's newline-delimited objects instead: a text object per
- * DELTA, the stats object at DONE, {"error": ...} at ERROR). */
+ * DELTA, the stats object at DONE, {"error": ...} at ERROR). /infill
+ * streams SSE in llama-server's shape (infill.h: {"content", "stop": false}
+ * per DELTA, the answer's document at DONE, no [DONE]). */
 const char *request_stream_type(const qw_request *q);
 
 /* Run to the end for a non-streamed answer: events until DONE or ERROR,
@@ -148,6 +150,14 @@ int request_run(qw_request *q, double poll_s, int (*gone)(void *), void *arg);
  * "error: ...". No newline. Borrowed from the request; NULL if out of
  * memory. */
 const char *request_reply(qw_request *q, size_t *len);
+
+/* An error as protocol kind's clients expect it, the one place that
+ * decides (request_reply uses it, and the HTTP server for the errors it
+ * answers itself): Ollama's kinds {"error": "message"}; the OpenAI-style
+ * HTTP kinds {"error": {"message", "type", "param", "code"}}; the socket
+ * {"error": "message"}; stdin "error: message". malloc'd, NULL when out of
+ * memory. */
+char *request_error_json(api_kind kind, const api_error *e);
 
 /* HTTP status of the reply: 200, or the error's status. */
 int request_status(const qw_request *q);

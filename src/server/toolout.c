@@ -14,20 +14,99 @@ struct api_toolout {
     char req_id[72];
     int index;           /* the choice */
     int n_calls;
-    /* what the sink collected during one feed */
+    /* streaming: during one feed, the chunks' metadata and the events
+     * written so far, in the order the parser hands things out; NULL m:
+     * collecting for a whole answer instead */
+    const api_meta *m;
+    strbuf ev;
+    int started;         /* the call begun by on_call_start, -1 none */
+    /* whole answer: what the sink collected */
     strbuf content;
     api_tool_call *calls;
     int n_new, cap_new;
     int failed;
 };
 
+/* One chunk whose delta is `delta` (taken): the chunk api_sse_chunk makes
+ * for an empty delta, with the delta replaced, as "data: {json}\n\n". */
+static void add_event(api_toolout *o, cJSON *delta) {
+    char *ev = api_sse_chunk_at(API_CHAT, o->m, o->index, NULL, "", 0, NULL, NULL, NULL);
+    cJSON *j = ev && strlen(ev) > 8 ? cJSON_Parse(ev + 6) : NULL;
+    cJSON *ch = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0) : NULL;
+    free(ev);
+    char *s = NULL;
+    if (ch && delta) {
+        cJSON_ReplaceItemInObject(ch, "delta", delta);
+        delta = NULL;
+        s = cJSON_PrintUnformatted(j);
+    }
+    cJSON_Delete(delta);
+    cJSON_Delete(j);
+    if (!s) {
+        o->failed = 1;
+        return;
+    }
+    sb_str(&o->ev, "data: ");
+    sb_str(&o->ev, s);
+    sb_str(&o->ev, "\n\n");
+    free(s);
+}
+
+/* {"tool_calls": [{"index", "id"?, "type"?, "function": {"name"?, "arguments"}}]} */
+static cJSON *call_delta(const api_toolout *o, int index, const char *name, const char *args, size_t args_len) {
+    cJSON *d = cJSON_CreateObject();
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
+    cJSON_AddNumberToObject(c, "index", index);
+    if (name) {
+        char id[48];
+        tools_call_id(id, o->req_id, index);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+    }
+    cJSON *f = cJSON_AddObjectToObject(c, "function");
+    if (name) cJSON_AddStringToObject(f, "name", name);
+    char *a = strndup(args, args_len);
+    cJSON_AddStringToObject(f, "arguments", a ? a : "");
+    free(a);
+    return d;
+}
+
 static void on_content(void *ctx, const char *s, size_t n) {
     api_toolout *o = ctx;
-    sb_add(&o->content, s, n);
+    if (!o->m) {
+        sb_add(&o->content, s, n);
+        return;
+    }
+    char *ev = api_sse_chunk_at(API_CHAT, o->m, o->index, NULL, s, n, NULL, NULL, NULL);
+    if (!ev) o->failed = 1;
+    sb_str(&o->ev, ev);
+    free(ev);
+}
+
+/* OpenAI's stream of a call: index, id, type and name with arguments ""
+ * first, then the arguments in pieces. */
+static void on_call_start(void *ctx, int index, const char *name) {
+    api_toolout *o = ctx;
+    if (!o->m) return;
+    o->started = index;
+    add_event(o, call_delta(o, index, name, "", 0));
+}
+
+static void on_call_args(void *ctx, int index, const char *s, size_t n) {
+    api_toolout *o = ctx;
+    if (o->m) add_event(o, call_delta(o, index, NULL, s, n));
 }
 
 static void on_call(void *ctx, int index, const char *name, const char *args) {
     api_toolout *o = ctx;
+    o->n_calls++;
+    if (o->m) {
+        /* a call read whole (not the template's shape): one chunk */
+        if (o->started != index) add_event(o, call_delta(o, index, name, args, strlen(args)));
+        o->started = -1;
+        return;
+    }
     if (o->n_new == o->cap_new) {
         int nc = o->cap_new ? o->cap_new * 2 : 4;
         api_tool_call *c = realloc(o->calls, (size_t)nc * sizeof *c);
@@ -49,7 +128,6 @@ static void on_call(void *ctx, int index, const char *name, const char *args) {
         return;
     }
     o->n_new++;
-    o->n_calls++;
 }
 
 static void clear_new(api_toolout *o) {
@@ -60,6 +138,10 @@ static void clear_new(api_toolout *o) {
     o->n_new = 0;
     o->content.n = 0;
     if (o->content.p) o->content.p[0] = 0;
+}
+
+static toolcall_sink sink_of(api_toolout *o) {
+    return (toolcall_sink){on_content, on_call, o, on_call_start, on_call_args};
 }
 
 api_toolout *toolout_new(const api_tools *t, const char *req_id, int index) {
@@ -74,6 +156,7 @@ api_toolout *toolout_new(const api_tools *t, const char *req_id, int index) {
     if (index > 0) snprintf(o->req_id, sizeof o->req_id, "%.60sc%d", req_id ? req_id : "", index);
     else snprintf(o->req_id, sizeof o->req_id, "%s", req_id ? req_id : "");
     o->index = index;
+    o->started = -1;
     return o;
 }
 
@@ -82,6 +165,7 @@ void toolout_free(api_toolout *o) {
     clear_new(o);
     free(o->calls);
     free(o->content.p);
+    free(o->ev.p);
     toolcall_free(o->p);
     free(o);
 }
@@ -90,69 +174,48 @@ const char *toolout_finish(const api_toolout *o, const char *engine_finish) {
     return o->n_calls ? "tool_calls" : engine_finish;
 }
 
-/* The chunk api_sse_chunk makes for an empty delta, with its delta replaced
- * by {"tool_calls": [...]}: "data: {json}\n\n" appended to b. */
-static void add_call_chunk(strbuf *b, const api_meta *m, int choice, const api_tool_call *c, int index,
-                           int *failed) {
-    char *ev = api_sse_chunk_at(API_CHAT, m, choice, NULL, "", 0, NULL, NULL, NULL);
-    cJSON *j = ev && strlen(ev) > 8 ? cJSON_Parse(ev + 6) : NULL;
-    cJSON *ch = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0) : NULL;
-    free(ev);
-    if (!ch) {
-        cJSON_Delete(j);
-        *failed = 1;
-        return;
-    }
-    cJSON *delta = cJSON_CreateObject();
-    cJSON_AddItemToObject(delta, "tool_calls", tools_calls_json(c, 1, 1, index));
-    cJSON_ReplaceItemInObject(ch, "delta", delta);
-    char *s = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    if (!s) {
-        *failed = 1;
-        return;
-    }
-    sb_str(b, "data: ");
-    sb_str(b, s);
-    sb_str(b, "\n\n");
-    free(s);
-}
-
-/* Events for what the last feed collected. */
-static char *events(api_toolout *o, const api_meta *m) {
-    strbuf b = {0};
-    sb_touch(&b);
-    if (o->content.n) {
-        char *ev = api_sse_chunk_at(API_CHAT, m, o->index, NULL, o->content.p, o->content.n, NULL, NULL, NULL);
-        if (!ev) o->failed = 1;
-        sb_str(&b, ev);
-        free(ev);
-    }
-    for (int i = 0; i < o->n_new; i++) add_call_chunk(&b, m, o->index, &o->calls[i], o->n_calls - o->n_new + i, &o->failed);
-    clear_new(o);
-    if (o->failed || b.failed) {
-        free(b.p);
+/* The events one feed wrote (malloc'd, possibly ""), or NULL when out of
+ * memory. */
+static char *take_events(api_toolout *o) {
+    o->m = NULL;
+    sb_touch(&o->ev);
+    char *s = o->ev.p;
+    int bad = o->failed || o->ev.failed;
+    memset(&o->ev, 0, sizeof o->ev);
+    if (bad) {
+        free(s);
         return NULL;
     }
-    return b.p;
+    return s;
 }
 
 char *toolout_sse_piece(api_toolout *o, const api_meta *m, const char *piece, size_t n, int *stop) {
-    toolcall_sink k = {on_content, on_call, o};
+    toolcall_sink k = sink_of(o);
+    o->m = m;
     int r = toolcall_feed(o->p, piece, n, &k);
-    if (r < 0) return NULL;
+    char *ev = take_events(o);
+    if (r < 0) {
+        free(ev);
+        return NULL;
+    }
     if (stop) *stop = r == 1;
-    return events(o, m);
+    return ev;
 }
 
 char *toolout_sse_flush(api_toolout *o, const api_meta *m) {
-    toolcall_sink k = {on_content, on_call, o};
-    if (toolcall_finish(o->p, &k)) return NULL;
-    return events(o, m);
+    toolcall_sink k = sink_of(o);
+    o->m = m;
+    int r = toolcall_finish(o->p, &k);
+    char *ev = take_events(o);
+    if (r) {
+        free(ev);
+        return NULL;
+    }
+    return ev;
 }
 
 int toolout_parse(api_toolout *o, const char *text, size_t len) {
-    toolcall_sink k = {on_content, on_call, o};
+    toolcall_sink k = sink_of(o);
     if (toolcall_feed(o->p, text, len, &k) < 0 || toolcall_finish(o->p, &k) || o->failed || o->content.failed)
         return -1;
     sb_touch(&o->content);

@@ -5,10 +5,13 @@
  *
  * Built on api.h's documents (api_chat_json, api_sse_chunk), which it
  * reshapes, so everything else (usage, timings, ids) stays as the plain
- * answer has it. Streaming: content deltas as the text is decided, one
- * delta per call with index, id, type, name and the whole arguments (the
- * openai client accumulates them as it does OpenAI's fragments). Not
- * thread-safe: one per request. */
+ * answer has it. Streaming, as OpenAI streams: content deltas as the text
+ * is decided; for a call, a first delta with index, id, type and
+ * function.name with arguments "", then deltas with pieces of the
+ * arguments as they are generated (toolcall.h: held back only while they
+ * could be the start of "</tool_call>"); the pieces add up to the
+ * non-streamed answer's arguments. A call read whole (not in the
+ * template's shape) comes as one delta. Not thread-safe: one per request. */
 #ifndef QW_TOOLOUT_H
 #define QW_TOOLOUT_H
 

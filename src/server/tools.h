@@ -64,8 +64,11 @@ int tools_parse(const void *o, const char *body, size_t len, api_tools *t, api_e
  * blocks separated by "\n". *gbnf malloc'd. -1 and e (400 naming the
  * tool's parameters) if a schema is outside the grammar engine's subset.
  * A named function is called once; "required" makes one call, or one or
- * more when parallel. (tools_grammar.c) */
-int tools_gbnf(const void *o, const api_tools *t, char **gbnf, api_error *e);
+ * more when parallel. format (a cJSON JSON Schema, or NULL), for
+ * TOOLS_AUTO with a response_format: the calls or an answer matching the
+ * format (a schema error is a 400 naming format_param). (tools_grammar.c) */
+int tools_gbnf(const void *o, const api_tools *t, const void *format, const char *format_param, char **gbnf,
+               api_error *e);
 
 /* The tool_calls of messages[index] (m: its cJSON object) as qw_tool_call
  * pointing into m (valid while m lives); *calls malloc'd (NULL, 0 when

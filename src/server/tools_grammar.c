@@ -3,7 +3,10 @@
  * The output must be what Qwen2.5's template shows the model, so that the
  * forced text is also the most likely one:
  *   root    ::= tc-call                         (named, or not parallel)
- *   root    ::= tc-call ("\n" tc-call)*         (required, parallel)
+ *   root    ::= tc-call ("\n" tc-call)*         (required or auto, parallel)
+ *   root    ::= (calls as above) | rf           (auto with a response_format:
+ *                                                a call or an answer in the
+ *                                                format; rf its schema's rules)
  *   tc-call ::= "<tool_call>\n{\"name\": " (t0-call | t1-call | ...) "}\n</tool_call>"
  *   tK-call ::= "\"NAME\", \"arguments\": " tK
  * and tK the rules grammar_schema_to_gbnf() makes of tool K's parameters
@@ -18,15 +21,33 @@
 #include "grammar/grammar.h"
 #include "server/tools.h"
 
-int tools_gbnf(const void *json, const api_tools *t, char **gbnf, api_error *e) {
+int tools_gbnf(const void *json, const api_tools *t, const void *format, const char *format_param, char **gbnf,
+               api_error *e) {
     const cJSON *o = json;
     *gbnf = NULL;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
-    if (!cJSON_IsArray(tools) || t->n == 0 || (t->mode != TOOLS_REQUIRED && t->mode != TOOLS_NAMED))
+    int forced = t->mode == TOOLS_REQUIRED || t->mode == TOOLS_NAMED;
+    if (!cJSON_IsArray(tools) || t->n == 0 || !(forced || (t->mode == TOOLS_AUTO && format)))
         return api_fail(e, 500, "internal_error", "tool_choice", "tools_gbnf: no call to force");
     strbuf head = {0}, rules = {0};
-    int many = t->mode == TOOLS_REQUIRED && t->parallel;
-    sb_str(&head, many ? "root ::= tc-call (\"\\n\" tc-call)*\n" : "root ::= tc-call\n");
+    int many = t->mode != TOOLS_NAMED && t->parallel;
+    const char *calls = many ? "tc-call (\"\\n\" tc-call)*" : "tc-call";
+    sb_str(&head, "root ::= ");
+    sb_str(&head, calls);
+    sb_str(&head, format ? " | rf\n" : "\n");
+    if (format) {
+        char *sub = NULL;
+        qw_err err;
+        if (grammar_schema_to_gbnf(format, "rf", &sub, &err)) {
+            free(head.p);
+            const char *p = format_param ? format_param : "response_format";
+            return api_fail(e, 400, strstr(err.msg, "unsupported") ? "unsupported_value" : "invalid_value", p,
+                            "%s: %s", p, err.msg);
+        }
+        sb_str(&rules, sub);
+        sb_str(&rules, "\n");
+        free(sub);
+    }
     sb_str(&head, "tc-call ::= \"<tool_call>\\n{\\\"name\\\": \" (");
     int i = 0, alts = 0;
     const cJSON *tool;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/strbuf.h"
+#include "tokenizer/jsonfeed.h"
 #include "tokenizer/tojson.h"
 
 static const char OPEN[] = "<tool_call>";
@@ -24,6 +25,14 @@ struct toolcall_parser {
     int done;        /* max_calls reached */
     int bare;        /* toolcall_set_bare: a '{' first holds everything */
     int bare_state;  /* 0 undecided (only whitespace so far), 1 holding a possible bare call, 2 decided: tags only */
+    /* CALL: how the block is read. HEAD: its start is still being matched
+     * against the template's shape; WHOLE: it is not that shape, read at
+     * its end (parse_call); ARGS: a started call, its arguments streaming
+     * through `args`; TAIL: its arguments ended, skipping to the tag. */
+    enum { B_HEAD, B_WHOLE, B_ARGS, B_TAIL } block;
+    char *name;      /* ARGS, TAIL: the started call's name */
+    strbuf args;     /* ARGS, TAIL: its arguments as handed out so far */
+    jsonfeed args_feed;
 };
 
 void toolcall_set_bare(toolcall_parser *p, int on) { p->bare = on; }
@@ -37,6 +46,8 @@ toolcall_parser *toolcall_new(int max_calls) {
 void toolcall_free(toolcall_parser *p) {
     if (!p) return;
     free(p->hold.p);
+    free(p->name);
+    free(p->args.p);
     free(p);
 }
 
@@ -139,6 +150,104 @@ static int close_block(toolcall_parser *p, const char *body, size_t n, int close
     return 0;
 }
 
+/* Bytes at the end of h[n] that may begin tag (shorter than it). */
+static size_t tag_tail(const char *h, size_t n, const char *tag, size_t tag_len) {
+    for (size_t l = tag_len - 1; l > 0; l--)
+        if (l <= n && !memcmp(h + n - l, tag, l)) return l;
+    return 0;
+}
+
+static void skip_ws_at(const char *h, size_t n, size_t *i) {
+    while (*i < n && is_ws(h[*i])) (*i)++;
+}
+
+/* lit at h[*i]: 1 there (*i moved past it), 0 the text ends inside it, -1 not there. */
+static int lit_at(const char *h, size_t n, size_t *i, const char *lit) {
+    size_t k = strlen(lit), have = n - *i < k ? n - *i : k;
+    if (memcmp(h + *i, lit, have)) return -1;
+    if (have < k) return 0;
+    *i += k;
+    return 1;
+}
+
+/* The start of a block body in the template's shape,
+ *     {"name": "NAME", "arguments": {
+ * (any whitespace between the tokens): 1 with *name (malloc'd) and *used
+ * (the bytes before the arguments' '{'), 0 the text ends before it is
+ * decided, -1 another shape, -2 out of memory. */
+static int head_match(const char *h, size_t n, char **name, size_t *used) {
+    static const char *const before_name[] = {"{", "\"name\"", ":"};
+    static const char *const after_name[] = {",", "\"arguments\"", ":"};
+    size_t i = 0;
+    int r;
+    *name = NULL;
+    for (int k = 0; k < 3; k++) {
+        skip_ws_at(h, n, &i);
+        if ((r = lit_at(h, n, &i, before_name[k])) <= 0) return r;
+    }
+    skip_ws_at(h, n, &i);
+    if (i >= n) return 0;
+    if (h[i] != '"') return -1;
+    size_t st = i++;
+    for (; i < n && h[i] != '"'; i++)
+        if (h[i] == '\\') i++;
+    if (i >= n) return 0;
+    size_t name_end = ++i;
+    for (int k = 0; k < 3; k++) {
+        skip_ws_at(h, n, &i);
+        if ((r = lit_at(h, n, &i, after_name[k])) <= 0) return r;
+    }
+    skip_ws_at(h, n, &i);
+    if (i >= n) return 0;
+    if (h[i] != '{') return -1;
+    cJSON *j = cJSON_ParseWithLength(h + st, name_end - st);
+    if (!cJSON_IsString(j) || !j->valuestring[0]) {
+        cJSON_Delete(j);
+        return -1;
+    }
+    *name = strdup(j->valuestring);
+    cJSON_Delete(j);
+    if (!*name) return -2;
+    *used = i;
+    return 1;
+}
+
+/* A block in the template's shape becomes a call as soon as its arguments
+ * begin: the name goes out now, the arguments as they stream. */
+static void start_call(toolcall_parser *p, char *name, const toolcall_sink *k) {
+    p->name = name;
+    p->args.n = 0;
+    jsonfeed_init(&p->args_feed);
+    p->block = B_ARGS;
+    if (k->call_start) k->call_start(k->ctx, p->n_calls, name);
+}
+
+/* Arguments text through the re-serialiser; what it decided goes out. */
+static void feed_args(toolcall_parser *p, const char *s, size_t n, int end, const toolcall_sink *k) {
+    size_t before = p->args.n;
+    if (p->block == B_ARGS) jsonfeed_feed(&p->args_feed, s, n, &p->args);
+    if (p->block == B_ARGS && jsonfeed_done(&p->args_feed)) p->block = B_TAIL; /* the rest is ignored */
+    if (end) jsonfeed_finish(&p->args_feed, &p->args);
+    if (p->args.n > before && !p->args.failed && k->call_args)
+        k->call_args(k->ctx, p->n_calls, p->args.p + before, p->args.n - before);
+}
+
+/* The started call's block ended (its tag, or the end of the text). */
+static int end_call(toolcall_parser *p, const toolcall_sink *k) {
+    feed_args(p, "", 0, 1, k);
+    sb_touch(&p->args);
+    if (p->args.failed) return -1;
+    if (k->call) k->call(k->ctx, p->n_calls, p->name, p->args.p);
+    p->n_calls++;
+    p->after_block = 1;
+    free(p->name);
+    p->name = NULL;
+    p->in_call = 0;
+    p->block = B_HEAD;
+    if (p->max_calls > 0 && p->n_calls >= p->max_calls) p->done = 1;
+    return 0;
+}
+
 /* Hand out what the held text decides. */
 static int step(toolcall_parser *p, const toolcall_sink *k) {
     while (!p->done) {
@@ -146,11 +255,36 @@ static int step(toolcall_parser *p, const toolcall_sink *k) {
         size_t n = p->hold.n;
         if (p->in_call) {
             const char *c = find(h, n, CLOSE, CLOSE_LEN);
+            if (p->block == B_HEAD) {
+                char *name;
+                size_t used;
+                int r = head_match(h, c ? (size_t)(c - h) : n, &name, &used);
+                if (r == -2) return -1;
+                if (r == 1) {
+                    start_call(p, name, k);
+                    hold_drop(p, used);
+                    continue;
+                }
+                if (r == 0 && !c) return 0;
+                p->block = B_WHOLE;
+            }
+            if (p->block == B_WHOLE) {
+                if (!c) return 0;
+                size_t bl = (size_t)(c - h);
+                p->in_call = 0;
+                p->block = B_HEAD;
+                if (close_block(p, h, bl, 1, k)) return -1;
+                hold_drop(p, bl + CLOSE_LEN);
+                continue;
+            }
+            /* a started call: everything up to the tag (or what cannot be
+             * the start of it) is its arguments */
+            size_t take = c ? (size_t)(c - h) : n - tag_tail(h, n, CLOSE, CLOSE_LEN);
+            feed_args(p, h, take, 0, k);
+            hold_drop(p, take);
             if (!c) return 0;
-            size_t bl = (size_t)(c - h);
-            p->in_call = 0;
-            if (close_block(p, h, bl, 1, k)) return -1;
-            hold_drop(p, bl + CLOSE_LEN);
+            hold_drop(p, CLOSE_LEN);
+            if (end_call(p, k)) return -1;
             continue;
         }
         const char *o = find(h, n, OPEN, OPEN_LEN);
@@ -160,17 +294,12 @@ static int step(toolcall_parser *p, const toolcall_sink *k) {
             emit_content(p, h, cl, k);
             hold_drop(p, (size_t)(o - h) + OPEN_LEN);
             p->in_call = 1;
+            p->block = B_HEAD;
             continue;
         }
         /* Keep the longest tail that may begin "<tool_call>", and the
          * whitespace before it. */
-        size_t keep = 0;
-        for (size_t l = OPEN_LEN - 1; l > 0; l--)
-            if (l <= n && !memcmp(h + n - l, OPEN, l)) {
-                keep = l;
-                break;
-            }
-        size_t cut = n - keep;
+        size_t cut = n - tag_tail(h, n, OPEN, OPEN_LEN);
         while (cut && is_ws(h[cut - 1])) cut--;
         emit_content(p, h, cut, k);
         hold_drop(p, cut);
@@ -216,10 +345,15 @@ int toolcall_finish(toolcall_parser *p, const toolcall_sink *k) {
         if (step(p, k)) return -1;
         if (p->done) return 0;
     }
-    if (p->in_call) {
+    if (p->in_call && (p->block == B_ARGS || p->block == B_TAIL)) {
+        /* a started call cut short: the arguments as far as they came */
+        feed_args(p, p->hold.p, p->hold.n, 0, k);
+        if (end_call(p, k)) return -1;
+    } else if (p->in_call) {
         /* An unclosed block: a call if its body is complete (the model may
          * end right after the JSON), else the text as it came. */
         p->in_call = 0;
+        p->block = B_HEAD;
         if (close_block(p, p->hold.p, p->hold.n, 0, k)) return -1;
     } else {
         emit_content(p, p->hold.p, p->hold.n, k);

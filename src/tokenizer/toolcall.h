@@ -23,6 +23,20 @@
  *   verbatim: nothing the model wrote is lost. A block still open when the
  *   text ends is a call if its body already is one (a model may stop right
  *   after the JSON), else content, verbatim.
+ * Streamed calls: a body that starts in the template's shape,
+ *   {"name": "NAME", "arguments": {   (any whitespace between tokens)
+ *   is a call from the moment its arguments begin: call_start() gets the
+ *   index and name then, call_args() the arguments' text as it comes,
+ *   re-serialised on the fly (jsonfeed.h) and held back only while a piece
+ *   could still be the start of "</tool_call>", and call() the whole
+ *   arguments at the block's end, the concatenation of those pieces (so a
+ *   streamed answer and a whole one agree byte for byte). What follows the
+ *   arguments' closing brace up to the tag is ignored; arguments cut short
+ *   by the end of the text (the token limit) are handed out as far as they
+ *   came, as OpenAI does; a repeated key inside them is kept as written
+ *   (json.loads takes the last, as tojson would). Any other shape (the
+ *   arguments first, a repeated "name", doubled braces, bare calls) is
+ *   read whole at its end and handed out by call() alone.
  *
  * Bare calls: the real Qwen2.5-Coder-0.5B/1.5B-Instruct files, asked
  * greedily, answer a tool prompt with the JSON object alone, no tags
@@ -50,6 +64,11 @@ typedef struct toolcall_sink {
      * the call only. */
     void (*call)(void *ctx, int index, const char *name, const char *arguments);
     void *ctx;
+    /* Optional, for streaming: a call begins (name NUL-terminated, valid
+     * during the call only); a piece of its arguments (n > 0). call() still
+     * follows at its end. */
+    void (*call_start)(void *ctx, int index, const char *name);
+    void (*call_args)(void *ctx, int index, const char *s, size_t n);
 } toolcall_sink;
 
 typedef struct toolcall_parser toolcall_parser;

@@ -392,11 +392,16 @@ def test_n_choices_each_constrained(server):
         check_valid(s, c["message"]["content"])
 
 
-def test_forced_tool_call_and_response_format_refused(server):
-    """One grammar per answer: a forced tool call with a response_format is a 400."""
+def test_forced_tool_call_with_response_format_and_grammar(server):
+    """One grammar per answer (docs/grammar.md, "Which constraint applies"):
+    a forced call wins over response_format (the answer is the call, as
+    OpenAI answers); a GBNF grammar with tools is a 400 naming it."""
     tools = [{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
-    msg = api_error(chat(server, "x", max_tokens=8, tools=tools, tool_choice="required",
-                         response_format={"type": "json_object"}), 400)
-    assert names_field(msg, "response_format"), msg
+    r = chat(server, "x", max_tokens=40, tools=tools, tool_choice="required", response_format={"type": "json_object"})
+    ch = ok_json(r)["choices"][0]
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["tool_calls"][0]["function"]["name"] == "f", ch
+    msg = api_error(chat(server, "x", max_tokens=8, tools=tools, tool_choice="required", grammar="root ::= \"a\""),
+                    400)
+    assert names_field(msg, "grammar"), msg
     server.check_alive()

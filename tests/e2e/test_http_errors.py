@@ -360,3 +360,40 @@ def test_cors_when_set(guarded):
     assert r.headers.get("Access-Control-Allow-Origin") == ORIGIN, r.headers
     allow_h = r.headers.get("Access-Control-Allow-Headers", "").lower()
     assert "authorization" in allow_h or allow_h == "*", r.headers
+
+
+def test_error_style_per_request_on_one_keep_alive_connection(server):
+    """Ollama's endpoints answer errors as Ollama does ({"error": "..."}),
+    the OpenAI ones as OpenAI does ({"error": {...}}), decided per request:
+    alternating on one keep-alive connection, each gets its own shape."""
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    sock = None
+    # generation endpoints (errors rendered by the request layer) and others
+    # the HTTP server answers itself (/api/show, /tokenize)
+    cases = [("/api/chat", "ollama"), ("/v1/chat/completions", "openai"), ("/api/show", "ollama"),
+             ("/tokenize", "openai"), ("/api/generate", "ollama"), ("/v1/completions", "openai"),
+             ("/api/show", "ollama"), ("/infill", "openai")]
+    for path, style in cases:
+        c.request("POST", path, body=b"{not json", headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        j = json.loads(r.read())
+        assert r.status == 400, (path, r.status, j)
+        if style == "ollama":
+            assert isinstance(j.get("error"), str) and j["error"], (path, j)
+        else:
+            assert isinstance(j.get("error"), dict) and j["error"]["message"] and "type" in j["error"], (path, j)
+        if sock is None:
+            sock = c.sock
+        assert c.sock is sock and sock is not None, f"{path}: the connection was not kept alive"
+    c.close()
+
+
+def test_no_thread_local_state_in_the_server():
+    """The error style (and anything else a request decides) lives in the
+    connection's or the request's state, never in a thread-local."""
+    import glob
+    import os
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "src", "server")
+    hits = [f for f in glob.glob(os.path.join(root, "*.[ch]")) if "_Thread_local" in open(f).read()
+            or "__thread" in open(f).read()]
+    assert not hits, hits

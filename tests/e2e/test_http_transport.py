@@ -4,6 +4,7 @@ Transfer-Encoding, conflicting Content-Length / Host. Every case fails on
 the server before the admission gate (src/server/gate.c)."""
 
 import json
+import os
 import re
 import resource
 import socket
@@ -160,15 +161,18 @@ def test_trickled_head_closed_at_its_deadline(srv):
 
 
 def test_trickled_body_closed_at_its_deadline(srv):
-    # --header-timeout 2: the body has 6 x 2 = 12 s after its head
+    # --header-timeout 2: the body has 6 x 2 = 12 s after its head, in the gate: 408
     c = socket.create_connection(("127.0.0.1", srv.port), timeout=0.2)
     c.sendall(req(srv.port)[:-len(CHAT)])
     t0 = time.monotonic()
     closed = False
+    got = b""
     for i in range(len(CHAT) - 1):
         try:
             c.sendall(CHAT[i:i + 1])
-            if c.recv(4096) == b"":
+            b = c.recv(4096)
+            got += b
+            if b == b"":
                 closed = True
                 break
         except socket.timeout:
@@ -181,6 +185,90 @@ def test_trickled_body_closed_at_its_deadline(srv):
     dt = time.monotonic() - t0
     c.close()
     assert closed and dt < 20, f"a body trickled byte by byte held its connection {dt:.1f} s"
+    assert status_of(got) == 408 and b"body did not arrive" in got, got[:300]
+
+
+def test_expect_100_continue_answered_at_once(srv):
+    """curl sends Expect: 100-continue with large bodies and waits (up to
+    1 s) for "100 Continue" before it sends them: the gate, which waits for
+    the body, answers it at once; the request is then served."""
+    head = req(srv.port, headers=[b"Host: 127.0.0.1:%d" % srv.port, b"Content-Type: application/json",
+                                  b"Expect: 100-continue", b"Content-Length: %d" % len(CHAT)], body=b"")
+    c = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    try:
+        c.sendall(head)
+        first = c.recv(4096)                      # a hang (no 100) fails on the 10 s timeout
+        assert first.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), first[:200]
+        c.sendall(CHAT)
+        out = first
+        while not _complete(out.split(b"\r\n\r\n", 1)[1] if out.startswith(b"HTTP/1.1 1") else out):
+            b = c.recv(65536)
+            if not b:
+                break
+            out += b
+            while out.startswith(b"HTTP/1.1 1") and out.count(b"\r\n\r\n") >= 1 and \
+                    out.split(b"\r\n\r\n", 1)[1].startswith(b"HTTP/1.1 1"):
+                out = out.split(b"\r\n\r\n", 1)[1]     # libmicrohttpd's own 100 too (several 1xx are legal)
+    finally:
+        c.close()
+    assert status_of(out) == 200, out[:300]
+
+
+def test_max_body_413_before_the_body(model_dir):
+    s = start_http(model_dir, "--max-body", "4096")
+    try:
+        head = req(s.port, headers=[b"Host: 127.0.0.1:%d" % s.port, b"Content-Type: application/json",
+                                    b"Content-Length: 5000"], body=b"")
+        out, _ = raw_exchange(s.port, head, timeout=10)   # no body sent: only an answer at once ends this
+        assert status_of(out) == 413 and b"body_too_large" in out, out[:300]
+    finally:
+        stop_checked(s)
+
+
+def _threads(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc/<pid>/task (Linux)")
+def test_slow_bodies_cost_no_thread(model_dir):
+    """200 clients send a complete head with Content-Length: 1000 and then
+    trickle the body: the gate holds them (no thread each, as a slow head),
+    and a normal request is served meanwhile."""
+    import requests
+
+    n = 200
+    s = start_http(model_dir, "--header-timeout", "30")
+    sess = requests.Session()
+    socks = []
+    try:
+        accepted0 = _gate_metric(sess, s.url, "accepted_total")
+        base = _threads(s.proc.pid)
+        head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{" % s.port)
+        for _ in range(n):
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            c.sendall(head)
+            socks.append(c)
+        # every head seen by the gate (none still waiting for one): the
+        # slow bodies are either held there or handed to a thread each
+        _until(lambda: _gate_metric(sess, s.url, "accepted_total") >= accepted0 + n
+               and _gate_metric(sess, s.url, "waiting") == 0, "the gate never saw every head")
+        lat = []
+        for _ in range(3):
+            for c in socks:                       # a byte of body each
+                c.sendall(b" ")
+            lat += _latencies(s.port, 5)
+        during = _threads(s.proc.pid)
+        lat.sort()
+        print(f"\n{n} slow bodies: threads {base} -> {during}; {len(lat)} normal requests, "
+              f"p50 {lat[len(lat) // 2] * 1000:.0f} ms, p99 {lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000:.0f} ms")
+        assert during - base < 20, f"{n} slow bodies took {during - base} threads"
+        assert _gate_metric(sess, s.url, "waiting_body") == n
+    finally:
+        for c in socks:
+            c.close()
+        sess.close()
+    stop_checked(s)
 
 
 # ---- slowloris ------------------------------------------------------------------------
@@ -315,52 +403,61 @@ def _until(cond, what):
         time.sleep(0.05)
 
 
+def _get_health(c, port):
+    c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+    got = b""
+    while not _complete(got):
+        b = c.recv(65536)
+        if not b:
+            break
+        got += b
+    return got
+
+
 def test_full_of_real_requests_refuses_503_at_once(model_dir):
-    """--max-conns 3, every slot held by a real request (one keep-alive
-    client, two uploads with complete heads and bodies still coming: they
-    hold their slots whatever the machine's speed): a newcomer gets 503 with
-    Retry-After at once, not a hang in the backlog, and neither upload is
-    evicted: both finish 200. The gate's counters are in /metrics."""
+    """--max-conns 3, every slot held by a real request (keep-alive
+    connections already served: handed on, whatever the machine's speed):
+    a newcomer gets 503 with Retry-After at once, not a hang in the backlog,
+    and no holder is evicted. A client whose head is complete but whose
+    body is still coming is a slow client like a slow head: with every
+    other slot real, it makes room for a newcomer. The gate's counters are
+    in /metrics."""
     import requests
 
     s = start_http(model_dir, "--max-conns", "3", "--parallel", "2")
     sess = requests.Session()                     # one keep-alive connection: the first slot
     _until(lambda: _gate_metric(sess, s.url, "open") == 1, "the start-up probe's connection never closed")
-    handed0 = _gate_metric(sess, s.url, "handed_total")
-    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (s.port, len(CHAT)))
     holders = []
+    slow = None
     try:
         for _ in range(2):
             c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
-            c.sendall(head + CHAT[:1])
+            assert status_of(_get_health(c, s.port)) == 200
             holders.append(c)
-        _until(lambda: _gate_metric(sess, s.url, "handed_total") == handed0 + 2, "the uploads were not handed on")
         assert _gate_metric(sess, s.url, "open") == 3
         out, _ = raw_exchange(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % s.port, timeout=5)
         assert status_of(out) == 503 and b"Retry-After" in out, out[:300]
         assert b"too many connections" in out and b"waited longest" not in out, out[:300]
         assert _gate_metric(sess, s.url, "refused_total") == 1
-        for c in holders:                         # neither upload was evicted: they finish
-            c.sendall(CHAT[1:])
-            got = b""
-            while not _complete(got):
-                b = c.recv(65536)
-                if not b:
-                    break
-                got += b
-            assert status_of(got) == 200, got[:300]
+        for c in holders:                         # neither holder was evicted
+            assert status_of(_get_health(c, s.port)) == 200
+        holders.pop().close()                     # a slot for a slow body
+        _until(lambda: _gate_metric(sess, s.url, "open") == 2, "a closed holder's slot never freed")
+        slow = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        slow.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (s.port, len(CHAT)) + CHAT[:1])
+        _until(lambda: _gate_metric(sess, s.url, "waiting_body") == 1, "the slow body is not held by the gate")
+        out, _ = raw_exchange(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % s.port, timeout=10)
+        assert status_of(out) == 200, out[:300]   # the newcomer is served ...
+        got = slow.recv(65536)                    # ... the slow body made room
+        assert status_of(got) == 503 and b"waited longest" in got, got[:300]
+        assert _gate_metric(sess, s.url, "evicted_total") == 1
     finally:
         for c in holders:
             c.close()
+        if slow:
+            slow.close()
         sess.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:            # the slots free up: served again
-        out, _ = raw_exchange(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % s.port)
-        if status_of(out) == 200:
-            break
-        time.sleep(0.1)
-    assert status_of(out) == 200, out[:200]
     stop_checked(s)
 
 

@@ -101,27 +101,75 @@ def test_named_function_and_parallel_false(server):
         assert len(r.choices[0].message.tool_calls) == 1, r
 
 
-def test_stream_tool_calls_equal_non_stream(server):
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_stream_tool_calls_equal_non_stream(server, seed):
+    """Streamed calls come as OpenAI streams them (the first delta of a call
+    with index, id, type and name and arguments "", then the arguments in
+    pieces as they are generated, finish_reason "tool_calls"), and the
+    openai client's own stream accumulation gives the non-streamed call."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
     cl = client(server)
     kw = dict(model="m", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS,
-              tool_choice="required", max_tokens=200, seed=7, temperature=1.0)
+              tool_choice="required", max_tokens=200, seed=seed, temperature=1.0)
     whole = cl.chat.completions.create(**kw).choices[0]
-    calls, finish = {}, None
+    state = ChatCompletionStreamState()
+    firsts, pieces, finish = {}, {}, None
     for chunk in cl.chat.completions.create(stream=True, **kw):
+        state.handle_chunk(chunk)
         if not chunk.choices:
             continue
-        d = chunk.choices[0].delta
-        for tc in d.tool_calls or []:
-            c = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
-            c["id"] = tc.id or c["id"]
-            if tc.function:
-                c["name"] += tc.function.name or ""
-                c["arguments"] += tc.function.arguments or ""
+        for tc in chunk.choices[0].delta.tool_calls or []:
+            if tc.index not in firsts:
+                firsts[tc.index] = tc
+                assert tc.id and tc.type == "function" and tc.function.name, tc
+                assert tc.function.arguments == "", tc
+            else:
+                assert tc.id is None and tc.function.name is None, tc
+                pieces[tc.index] = pieces.get(tc.index, 0) + 1
         finish = chunk.choices[0].finish_reason or finish
     assert finish == "tool_calls"
-    got = [(calls[i]["name"], calls[i]["arguments"]) for i in sorted(calls)]
-    want = [(c.function.name, c.function.arguments) for c in whole.message.tool_calls]
-    assert got == want
+    got = state.get_final_completion().choices[0]
+    assert got.finish_reason == "tool_calls"
+    assert [(c.function.name, c.function.arguments) for c in got.message.tool_calls] == \
+        [(c.function.name, c.function.arguments) for c in whole.message.tool_calls]
+    check_calls(got.message.tool_calls)
+    # incremental: every call's arguments came in several pieces
+    assert all(pieces.get(i, 0) >= 3 for i in firsts), pieces
+
+
+ANSWER = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
+          "required": ["ok", "n"], "additionalProperties": False}
+ANSWER_RF = {"type": "json_schema", "json_schema": {"name": "answer", "strict": True, "schema": ANSWER}}
+
+
+def test_tools_with_response_format(server):
+    """docs/grammar.md "Which constraint applies": a forced call wins over
+    response_format (it shapes text answers; OpenAI answers with the call);
+    with tool_choice auto the answer is a call or text in the format; a GBNF
+    grammar with tools is a 400 (as llama-server), streamed or not."""
+    cl = client(server)
+    base = dict(model="m", messages=[{"role": "user", "content": "x"}], tools=TOOLS, max_tokens=200,
+                temperature=1.0, response_format=ANSWER_RF)
+    for seed in range(3):
+        ch = cl.chat.completions.create(tool_choice="required", seed=seed, **base).choices[0]
+        assert ch.finish_reason == "tool_calls", ch
+        check_calls(ch.message.tool_calls)
+    for seed in range(6):
+        ch = cl.chat.completions.create(seed=seed, **base).choices[0]
+        if ch.message.tool_calls:
+            assert ch.finish_reason == "tool_calls", ch
+            check_calls(ch.message.tool_calls)
+        else:
+            assert ch.finish_reason == "stop", ch
+            jsonschema.validate(json.loads(ch.message.content), ANSWER)
+    for choice in ("auto", "required"):
+        body = {"messages": [{"role": "user", "content": "x"}], "tools": TOOLS, "tool_choice": choice,
+                "grammar": "root ::= \"a\"", "max_tokens": 2}
+        r = post(server, "/v1/chat/completions", body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "grammar", r.text
+    body = {"messages": [{"role": "user", "content": "x"}], "tools": TOOLS, "tool_choice": "none",
+            "grammar": "root ::= \"yes\"", "max_tokens": 4}
+    assert ok_json(post(server, "/v1/chat/completions", body))["choices"][0]["message"]["content"] == "yes"
 
 
 def test_tool_choice_none_and_auto_answer(server):
@@ -196,6 +244,95 @@ def test_infill_errors(server):
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
     r = post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "suffix": "y"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "suffix", r.text
+
+
+def infill_stream(server, body):
+    """The events of a streamed /infill (llama-server's shape: no [DONE])."""
+    sse = SSE(server, "/infill", dict(body, stream=True))
+    sse.needs_done = False
+    try:
+        return sse.read_all()
+    finally:
+        sse.close()
+
+
+def check_infill_events(evs):
+    *pieces, last = evs
+    assert pieces and all(e["stop"] is False and isinstance(e["content"], str) for e in pieces), evs
+    assert last["stop"] is True and last["content"] == "" and "timings" in last, last
+    return "".join(e["content"] for e in pieces), last
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_infill_stream_equals_whole(server, seed):
+    body = {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX, "n_predict": 24, "seed": seed,
+            "temperature": 1.0}
+    whole = ok_json(post(server, "/infill", body))
+    evs = infill_stream(server, body)
+    text, last = check_infill_events(evs)
+    assert text == whole["content"], (text, whole)
+    for k in ("tokens_predicted", "tokens_evaluated", "finish_reason"):
+        assert last[k] == whole[k], (k, last, whole)
+    assert whole["tokens_predicted"] > 4 and len(evs) > 4, (whole, evs)  # streamed in pieces
+
+
+def test_infill_stream_stop_string_across_chunks(server):
+    """A stop string made of the end of one streamed piece and the start of
+    the next ends the answer before it, streamed or not; none of it is sent."""
+    body = {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX, "n_predict": 32, "seed": 1,
+            "temperature": 1.0}
+    full, _ = check_infill_events(infill_stream(server, body))
+    pieces = [e["content"] for e in infill_stream(server, body)[:-1]]
+    stop = None
+    for i in range(len(pieces) - 1):
+        a, b = pieces[i], pieces[i + 1]
+        if not a or not b:
+            continue
+        cand = a[-2:] + b[:2]
+        at = len("".join(pieces[:i + 1])) - len(a[-2:])
+        if full.find(cand) == at:  # its first occurrence straddles this boundary
+            stop = cand
+            break
+    assert stop, f"no piece boundary to put a stop string on: {pieces}"
+    want = full[:full.find(stop)]
+    whole = ok_json(post(server, "/infill", dict(body, stop=[stop])))
+    assert whole["content"] == want and whole["finish_reason"] == "stop", (whole, want, stop)
+    text, last = check_infill_events(infill_stream(server, dict(body, stop=[stop])))
+    assert text == want and last["finish_reason"] == "stop", (text, want, stop)
+
+
+def test_infill_stream_disconnect_cancels(model_dir):
+    """--parallel 1: a streamed /infill whose client goes away mid-stream
+    stops generating at once (the slot is free, the token counter stops far
+    short of n_predict), as the chat streams do (test_http_concurrency)."""
+    from conftest import start_http, stop_checked
+    from helpers import active_slots_metric, find_metric, metrics
+    import time
+    s = start_http(model_dir, "--parallel", "1")
+    try:
+        ms = metrics(s)
+        slots = active_slots_metric(ms)
+        gen = find_metric(ms, ["gen", "completion", "predicted", "output"], ["token"],
+                          exclude=("per_second", "tps", "tok_s", "rate", "second"))
+        g0 = ms[gen]
+        sse = SSE(s, "/infill", {"input_prefix": FIM_PREFIX, "input_suffix": FIM_SUFFIX, "n_predict": 3500,
+                                 "temperature": 0, "ignore_eos": True, "stream": True})
+        sse.needs_done = False
+        for n, _ in enumerate(sse.events()):
+            if n >= 4:
+                break
+        assert metrics(s)[slots] == 1
+        sse.close()  # the client goes away mid-stream
+        deadline = time.monotonic() + 3.0
+        while metrics(s)[slots] != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert metrics(s)[slots] == 0, "the slot is still busy 3 s after the client left"
+        g1 = metrics(s)[gen]
+        time.sleep(0.5)
+        assert metrics(s)[gen] == g1, "still generating after the disconnect"
+        assert g1 - g0 < 3000, f"the abandoned infill generated {g1 - g0} of its 3500 tokens"
+    finally:
+        stop_checked(s)
 
 
 # ---------------------------------------------------------------------------

@@ -14,8 +14,26 @@ typedef struct out {
     size_t n;
     char calls[4096]; /* "index:name:args|" per call */
     size_t nc;
+    char streamed[4096]; /* the same, built from call_start / call_args for started calls */
+    size_t ns;
+    int started;         /* index of the call begun by call_start, -1 none */
+    int n_pieces;        /* call_args pieces */
     int bad_index;
 } out;
+
+static void on_start(void *ctx, int index, const char *name) {
+    out *o = ctx;
+    if (o->started >= 0) o->bad_index = 1; /* one call at a time */
+    o->started = index;
+    o->ns += (size_t)snprintf(o->streamed + o->ns, sizeof o->streamed - o->ns, "%d:%s:", index, name);
+}
+
+static void on_args(void *ctx, int index, const char *s, size_t n) {
+    out *o = ctx;
+    if (n == 0 || index != o->started) o->bad_index = 1;
+    o->n_pieces++;
+    if (o->ns + n < sizeof o->streamed) memcpy(o->streamed + o->ns, s, n), o->ns += n;
+}
 
 static void on_content(void *ctx, const char *s, size_t n) {
     out *o = ctx;
@@ -28,6 +46,9 @@ static void on_call(void *ctx, int index, const char *name, const char *args) {
     out *o = ctx;
     if (index != g_next_index++) o->bad_index = 1;
     o->nc += (size_t)snprintf(o->calls + o->nc, sizeof o->calls - o->nc, "%d:%s:%s|", index, name, args);
+    if (o->started == index) o->ns += (size_t)snprintf(o->streamed + o->ns, sizeof o->streamed - o->ns, "|");
+    else o->ns += (size_t)snprintf(o->streamed + o->ns, sizeof o->streamed - o->ns, "%d:%s:%s|", index, name, args);
+    o->started = -1;
 }
 
 /* Feed text cut at the given piece sizes (0 = whole); returns the feed's
@@ -35,10 +56,11 @@ static void on_call(void *ctx, int index, const char *name, const char *args) {
 static int g_bare;
 static int run(const char *text, int max_calls, int mode, uint64_t seed, out *o) {
     memset(o, 0, sizeof *o);
+    o->started = -1;
     g_next_index = 0;
     toolcall_parser *p = toolcall_new(max_calls);
     toolcall_set_bare(p, g_bare);
-    toolcall_sink k = {on_content, on_call, o};
+    toolcall_sink k = {on_content, on_call, o, on_start, on_args};
     size_t n = strlen(text), i = 0;
     int rc = 0;
     g_rng = seed * 0x9e3779b97f4a7c15ull;
@@ -50,6 +72,7 @@ static int run(const char *text, int max_calls, int mode, uint64_t seed, out *o)
     }
     if (rc == 0) toolcall_finish(p, &k);
     o->content[o->n] = 0;
+    o->streamed[o->ns] = 0;
     toolcall_free(p);
     return rc;
 }
@@ -62,6 +85,9 @@ static void expect(const char *text, int max_calls, const char *content, const c
             CHECK(!strcmp(o.content, content) && !strcmp(o.calls, calls) && !o.bad_index,
                   "mode %d seed %llu: %s\n  content '%s' want '%s'\n  calls '%s' want '%s'", mode,
                   (unsigned long long)seed, text, o.content, content, o.calls, calls);
+            /* streamed calls add up to the whole ones */
+            CHECK(!strcmp(o.streamed, o.calls), "mode %d seed %llu: %s\n  streamed '%s'\n  calls    '%s'", mode,
+                  (unsigned long long)seed, text, o.streamed, o.calls);
         }
 }
 
@@ -96,7 +122,6 @@ int main(void) {
         "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
         "<tool_call>{\"name\": \"f\", \"arguments\": \"{}\"}</tool_call>",
         "<tool_call>[1]</tool_call>",
-        "<tool_call>{\"name\": \"f\", \"arguments\": {}</tool_call>",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect(bad[i], 0, bad[i], "");
     /* A bad block between good ones. */
@@ -115,6 +140,36 @@ int main(void) {
     CHECK(run(two, 1, 0, 1, &o) == 1, "feed returns 1 at max_calls");
     CHECK(run(two, 2, 0, 1, &o) == 1 && !strcmp(o.calls, "0:a:{}|1:b:{}|"), "max_calls 2");
     CHECK(run(two, 0, 0, 1, &o) == 0, "no limit: 0");
+    /* Streaming: a block in the template's shape is a call once its
+     * arguments begin; they stream re-serialised, in many pieces when the
+     * text comes in many; a piece that may begin the closing tag waits. */
+    const char *tpl = "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"S\\u00e3o\\tPaulo\","
+                      " \"days\": [1, 2.50], \"note\": \"a </tool b\"}}\n</tool_call>";
+    expect(tpl, 0, "Sure.", "0:get_weather:{\"city\": \"S\xc3\xa3o\\tPaulo\", \"days\": [1, 2.5], \"note\": \"a </tool b\"}|");
+    run(tpl, 0, 1, 1, &o);
+    CHECK(o.n_pieces > 20, "byte by byte: the arguments came in %d pieces", o.n_pieces);
+    {
+        /* the name goes out before the arguments are complete */
+        toolcall_parser *p = toolcall_new(0);
+        out o2;
+        memset(&o2, 0, sizeof o2);
+        o2.started = -1;
+        g_next_index = 0;
+        toolcall_sink k = {on_content, on_call, &o2, on_start, on_args};
+        const char *part = "<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expr\": \"1+";
+        toolcall_feed(p, part, strlen(part), &k);
+        o2.streamed[o2.ns] = 0;
+        CHECK(o2.started == 0 && !strcmp(o2.streamed, "0:calc:{\"expr\": \"1+") && o2.nc == 0,
+              "mid-arguments: streamed '%s'", o2.streamed);
+        toolcall_free(p);
+    }
+    /* The outer brace missing, text after the arguments, arguments cut
+     * short by the end of the text: still the call that began. */
+    expect("<tool_call>{\"name\": \"f\", \"arguments\": {}</tool_call>", 0, "", "0:f:{}|");
+    expect("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}, \"x\": 2}</tool_call>", 0, "", "0:f:{\"a\": 1}|");
+    expect("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1, 2", 0, "", "0:f:{\"a\": [1, 2|");
+    expect("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1, \"a\": 2}}</tool_call>", 0, "",
+           "0:f:{\"a\": 1, \"a\": 2}|");
     /* Long text without tags: held back no more than the tag's length. */
     char big[5000];
     memset(big, 'x', sizeof big - 1);

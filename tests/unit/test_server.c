@@ -426,6 +426,94 @@ static void test_parse_no_tokenizer(void) {
     CHECK(api_parse_detokenize("{\"tokens\":[\"a\"]}", 16, 1000, &ids, &n, &e) == -1, "detok element type");
 }
 
+/* 1 if grammar g takes text as a whole answer (bytes, then EOS). */
+static int grammar_takes(const qw_grammar *g, const char *text) {
+    int32_t eos = 300;
+    qw_gvocab *v = gvocab_create_bytes(301, &eos, 1);
+    qw_gmatch *m = gmatch_create(g, v);
+    int ok = gmatch_accept_bytes(m, text, strlen(text)) && gmatch_is_complete(m);
+    gmatch_free(m);
+    gvocab_free(v);
+    return ok;
+}
+
+/* Every combination of tools / tool_choice, response_format and grammar
+ * (api.h: api_parse_constraint): one grammar or a 400 naming the field. */
+static void test_constraint_combinations(const qw_tok *tok, const api_limits *lim) {
+    (void)tok;
+    static const char *const TOOLS =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}]";
+    static const char *const SCHEMA =
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"r\",\"schema\":{\"type\":"
+        "\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},\"required\":[\"ok\"]}}}";
+    static const char *const OBJ = "\"response_format\":{\"type\":\"json_object\"}";
+    static const char *const GBNF = "\"grammar\":\"root ::= \\\"yes\\\" | \\\"no\\\"\"";
+    static const char *const NAMED = "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}";
+    static const char *const CALL = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+    static const struct {
+        const char *fields[3];
+        int status;         /* 0: accepted */
+        const char *param;  /* the 400's param, or the constraint's source (NULL: no grammar) */
+        const char *takes;  /* accepted: a text the grammar takes ... */
+        const char *refuses;/* ... and one it refuses */
+    } cases[] = {
+        {{SCHEMA, GBNF, NULL}, 400, "grammar", NULL, NULL},
+        {{OBJ, GBNF, NULL}, 400, "grammar", NULL, NULL},
+        {{TOOLS, GBNF, NULL}, 400, "grammar", NULL, NULL},                               /* tool_choice auto */
+        {{TOOLS, GBNF, "\"tool_choice\":\"required\""}, 400, "grammar", NULL, NULL},
+        {{TOOLS, GBNF, "\"tool_choice\":\"none\""}, 0, "grammar", "yes", CALL},          /* no tools: the grammar */
+        {{TOOLS, SCHEMA, "\"tool_choice\":\"required\""}, 0, "tool_choice", CALL, "{\"ok\": true}"},
+        {{TOOLS, OBJ, NAMED}, 0, "tool_choice", CALL, "{}"},
+        {{TOOLS, SCHEMA, NULL}, 0, "response_format", CALL, "hello"},                   /* auto: a call ... */
+        {{TOOLS, SCHEMA, "\"tool_choice\":\"auto\""}, 0, "response_format", "{\"ok\": false}", "{\"a\": 1}"}, /* ... or the format */
+        {{TOOLS, SCHEMA, "\"tool_choice\":\"none\""}, 0, "response_format", "{\"ok\": true}", CALL},
+        {{TOOLS, "\"response_format\":{\"type\":\"text\"}", NULL}, 0, NULL, NULL, NULL}, /* auto, free text */
+        {{TOOLS, NULL, NULL}, 0, NULL, NULL, NULL},
+        {{SCHEMA, NULL, NULL}, 0, "response_format", "{\"ok\": true}", CALL},
+        {{GBNF, NULL, NULL}, 0, "grammar", "no", "maybe"},
+        /* a forced call still checks the format it does not use */
+        {{TOOLS, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"integer\","
+                 "\"minimum\":1}}}",
+          "\"tool_choice\":\"required\""},
+         400, "response_format.json_schema.schema", NULL, NULL},
+        {{TOOLS, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"integer\","
+                 "\"minimum\":1}}}",
+          NULL},
+         400, "response_format.json_schema.schema", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[2048];
+        int n = snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]");
+        for (int k = 0; k < 3; k++)
+            if (cases[i].fields[k]) n += snprintf(body + n, sizeof body - (size_t)n, ",%s", cases[i].fields[k]);
+        snprintf(body + n, sizeof body - (size_t)n, "}");
+        api_req r;
+        api_error e = {0};
+        int rc = api_parse(API_CHAT, body, strlen(body), lim, &r, &e);
+        if (cases[i].status) {
+            CHECK(rc == -1 && e.status == cases[i].status && !strcmp(e.param, cases[i].param),
+                  "case %zu: want %d %s, got rc %d %d %s: %s\n  %s", i, cases[i].status, cases[i].param, rc, e.status,
+                  e.param, e.message, body);
+            continue;
+        }
+        CHECK(rc == 0, "case %zu: %s\n  %s", i, e.message, body);
+        if (rc != 0) continue;
+        if (!cases[i].param) {
+            CHECK(!r.constraint, "case %zu: a grammar from %s", i, r.constraint_param);
+        } else {
+            CHECK(r.constraint && r.constraint_param && !strcmp(r.constraint_param, cases[i].param),
+                  "case %zu: constraint from %s, want %s", i, r.constraint_param ? r.constraint_param : "(none)",
+                  cases[i].param);
+            if (r.constraint) {
+                CHECK(grammar_takes(r.constraint, cases[i].takes), "case %zu: refuses %s", i, cases[i].takes);
+                CHECK(!grammar_takes(r.constraint, cases[i].refuses), "case %zu: takes %s", i, cases[i].refuses);
+            }
+        }
+        api_req_free(&r);
+    }
+}
+
 static void test_parse_chat(void) {
     const char *build = getenv("BUILD");
     char dir[512];
@@ -489,8 +577,9 @@ static void test_parse_chat(void) {
         "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
         "\"properties\":{\"a\":{\"type\":\"number\",\"default\":1.0}}}}}],\"tool_choice\":\"required\"}";
     CHECK(api_parse(API_CHAT, b, strlen(b), &lim, &r, &e) == 0, "tools: %s", e.message);
-    CHECK(r.tools_mode == 2 && r.tools_parallel == 1 && r.grammar && strstr(r.grammar, "tc-call"), "forced: %s",
-          r.grammar ? r.grammar : "(none)");
+    CHECK(r.tools_mode == 2 && r.tools_parallel == 1 && r.constraint && r.constraint_param &&
+              !strcmp(r.constraint_param, "tool_choice"),
+          "forced: %s", r.constraint_param ? r.constraint_param : "(none)");
     char *text = NULL;
     size_t tl;
     tok_decode(tok, r.prompt, (size_t)r.n_prompt, 0, &text, &tl, &err);
@@ -501,6 +590,7 @@ static void test_parse_chat(void) {
           "tools prompt: %s", text);
     free(text);
     api_req_free(&r);
+    test_constraint_combinations(tok, &lim);
     /* A model whose template qwenc does not render: 400, and raw still works. */
     tok_set_chat_family(tok, CHAT_UNKNOWN);
     b = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
@@ -528,7 +618,10 @@ static void test_parse_chat(void) {
     b = "{\"input_prefix\":\"x\"}";
     CHECK(api_parse(API_INFILL, b, strlen(b), &lim, &r, &e) == 0 && r.max_tokens == API_INFILL_DEFAULT, "infill default");
     api_req_free(&r);
-    bad(API_INFILL, &lim, "{\"input_prefix\":\"x\",\"stream\":true}", 400, "stream");
+    b = "{\"input_prefix\":\"x\",\"stream\":true}";
+    CHECK(api_parse(API_INFILL, b, strlen(b), &lim, &r, &e) == 0 && r.stream, "infill streams: %s", e.message);
+    api_req_free(&r);
+    bad(API_INFILL, &lim, "{\"input_prefix\":\"x\",\"stream\":\"yes\"}", 400, "stream");
     bad(API_INFILL, &lim, "{\"input_extra\":[{\"text\":2}]}", 400, "input_extra[0].text");
     free(ids);
     tok_free(tok);

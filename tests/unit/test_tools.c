@@ -39,7 +39,7 @@ static void check_forced(const char *body, const char *const *texts, const int *
     cJSON *o = cJSON_Parse(body);
     CHECK(o && tools_parse(o, body, strlen(body), &t, &e) == 0, "parse %s: %s", body, e.message);
     char *gbnf = NULL;
-    CHECK(tools_gbnf(o, &t, &gbnf, &e) == 0, "gbnf: %s", e.message);
+    CHECK(tools_gbnf(o, &t, NULL, NULL, &gbnf, &e) == 0, "gbnf: %s", e.message);
     qw_grammar *g = NULL;
     qw_err err = {{0}};
     if (gbnf) CHECK(grammar_compile_gbnf(&g, gbnf, strlen(gbnf), "root", &err) == 0, "compile: %s\n%s", err.msg, gbnf);
@@ -96,14 +96,20 @@ static void test_forcing(void) {
     api_error e = {0};
     char *gbnf = NULL;
     CHECK(tools_parse(o, bad, strlen(bad), &t, &e) == 0, "parse");
-    CHECK(tools_gbnf(o, &t, &gbnf, &e) == -1 && !gbnf && e.status == 400 &&
+    CHECK(tools_gbnf(o, &t, NULL, NULL, &gbnf, &e) == -1 && !gbnf && e.status == 400 &&
               !strcmp(e.param, "tools[1].function.parameters") && strstr(e.message, "patternProperties"),
           "unsupported schema: %d %s %s", e.status, e.param, e.message);
     cJSON_Delete(o);
 }
 
-/* Stream text through a toolout one byte at a time; collect content and
- * "name:args|" of every delta.tool_calls; returns the stop flag seen. */
+/* Stream text through a toolout one byte at a time; collect content and,
+ * accumulating delta.tool_calls as OpenAI's clients do (by index: id, type
+ * and name from the first delta, arguments concatenated), "index:id:name:
+ * args|" of every call; *pieces counts the argument deltas, and a first
+ * delta without id, type and name (or with arguments other than "") or a
+ * later one with them counts as a shape error in *bad. Returns the stop
+ * flag seen. */
+static int g_pieces, g_bad;
 static int stream_collect(const api_tools *t, const char *text, char *content, char *calls, const char **finish) {
     api_toolout *o = toolout_new(t, "chatcmpl-s1", 0);
     api_meta m = {.id = "chatcmpl-s1", .created = 1, .model = "m"};
@@ -120,6 +126,9 @@ static int stream_collect(const api_tools *t, const char *text, char *content, c
     free(ev);
     *finish = toolout_finish(o, "stop");
     content[0] = calls[0] = 0;
+    char ids[8][64] = {{0}}, names[8][64] = {{0}}, args[8][256] = {{0}};
+    int n_calls = 0;
+    g_pieces = g_bad = 0;
     for (char *d = all.p; d && (d = strstr(d, "data: ")); d += 6) {
         char *end = strstr(d, "\n\n");
         *end = 0;
@@ -131,12 +140,30 @@ static int stream_collect(const api_tools *t, const char *text, char *content, c
         cJSON *tc;
         cJSON_ArrayForEach(tc, cJSON_GetObjectItem(delta, "tool_calls")) {
             cJSON *f = cJSON_GetObjectItem(tc, "function");
-            sprintf(calls + strlen(calls), "%d:%s:%s:%s|", cJSON_GetObjectItem(tc, "index")->valueint,
-                    cJSON_GetObjectItem(tc, "id")->valuestring, cJSON_GetObjectItem(f, "name")->valuestring,
-                    cJSON_GetObjectItem(f, "arguments")->valuestring);
+            int k = cJSON_GetObjectItem(tc, "index")->valueint;
+            cJSON *id = cJSON_GetObjectItem(tc, "id"), *nm = cJSON_GetObjectItem(f, "name");
+            const char *a = cJSON_GetObjectItem(f, "arguments")->valuestring;
+            if (k < 0 || k >= 8 || k > n_calls) {
+                g_bad = 1;
+                continue;
+            }
+            if (k == n_calls) { /* the first delta of a call */
+                if (!cJSON_IsString(id) || !cJSON_IsString(nm) || !cJSON_GetObjectItem(tc, "type")) {
+                    g_bad = 1;
+                    continue;
+                }
+                snprintf(ids[k], sizeof ids[k], "%s", id->valuestring);
+                snprintf(names[k], sizeof names[k], "%s", nm->valuestring);
+                n_calls++;
+            } else if (id || nm) {
+                g_bad = 1;
+            }
+            if (a[0]) g_pieces++;
+            strcat(args[k], a);
         }
         cJSON_Delete(j);
     }
+    for (int k = 0; k < n_calls; k++) sprintf(calls + strlen(calls), "%d:%s:%s:%s|", k, ids[k], names[k], args[k]);
     free(all.p);
     toolout_free(o);
     return stop;
@@ -188,6 +215,9 @@ static void test_toolout(void) {
     CHECK(!strcmp(content, "Checking.") && !strcmp(fin, "tool_calls") &&
               !strcmp(cs, "0:call_s1_0:get_weather:{\"city\": \"Paris\"}|1:call_s1_1:calc:{\"expr\": \"1+1\"}|"),
           "stream: '%s' '%s' %s", content, cs, fin);
+    /* OpenAI's shape: name first (arguments ""), then the arguments in
+     * pieces as they came (byte by byte here: many) */
+    CHECK(!g_bad && g_pieces > 10, "stream shape: bad %d, %d argument pieces", g_bad, g_pieces);
     t.parallel = 0;
     CHECK(stream_collect(&t, text, content, cs, &fin) == 1 && !strcmp(cs, "0:call_s1_0:get_weather:{\"city\": \"Paris\"}|"),
           "parallel false: stop after one: %s", cs);
