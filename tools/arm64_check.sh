@@ -4,7 +4,8 @@
 # x86-64 host. Needs gcc-aarch64-linux-gnu and qemu-user (Debian packages).
 #
 # Usage: tools/arm64_check.sh [tests/<group>/test_x.c ...]
-#   default: tests/kernels/test_kernels.c, test_quant.c, test_kquant.c, test_qdot.c, test_qdot_kquant.c, test_cpu.c and
+#   default: tests/kernels/test_kernels.c, test_quant.c, test_kquant.c, test_qdot.c, test_qdot_kquant.c, test_qrepack.c,
+#   test_cpu.c and
 #   tests/unit/test_pool.c.
 # Each test is linked statically with src/base, src/kernels (and its op-family
 # folders) and src/runtime
@@ -20,7 +21,8 @@ command -v "$CC" >/dev/null 2>&1 || { echo "arm64_check: $CC not found (apt-get 
 command -v "$QEMU" >/dev/null 2>&1 || { echo "arm64_check: $QEMU not found (apt-get install qemu-user)" >&2; exit 2; }
 mkdir -p "$OUT"
 if [ $# -eq 0 ]; then set -- tests/kernels/test_kernels.c tests/kernels/test_quant.c tests/kernels/test_kquant.c \
-    tests/kernels/test_qdot.c tests/kernels/test_qdot_kquant.c tests/kernels/test_cpu.c tests/unit/test_pool.c; fi
+    tests/kernels/test_qdot.c tests/kernels/test_qdot_kquant.c tests/kernels/test_qrepack.c tests/kernels/test_cpu.c \
+    tests/unit/test_pool.c; fi
 CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter -O2 -g -Isrc -Itests -static"
 LIBSRC="$(ls src/base/*.c src/kernels/*.c src/kernels/*/*.c src/runtime/*.c) ${ARM64_EXTRA_SRC:-}"
 fail=0

@@ -8,7 +8,10 @@
  * the real Q4_K_M file, where such matrices fall back to Q5_0) is skipped
  * with a line saying so. Prints the
  * best of REPS: ms per call, GB/s of weights (the decode figure, n = 1) and
- * GOP/s (2 * rows * k * n; the prefill figure), plus quantize_qa8's share.
+ * GOP/s (2 * rows * k * n; the prefill figure), plus quantize_qa8's share,
+ * and, where the level has matmul_qr, the same on the repacked copy
+ * (kernels.h: "repacked weights"). The "stream" shape (131072 x 896, 80-125
+ * MB of weights, beyond the caches) is decode's DRAM case.
  * Random weight bytes with sane scales. A tool for kernel work (before /
  * after in one run on a quiet machine), not a test. Built by
  * tools/bench_qdot.sh.
@@ -61,13 +64,13 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int64_t rows, k;
-    } shapes[] = {{"gate", 4864, 896}, {"down", 896, 4864}};
+    } shapes[] = {{"gate", 4864, 896}, {"down", 896, 4864}, {"stream", 131072, 896}};
     const char *const *names = kernels_level_names();
     for (int li = 0; names[li]; li++) {
         if (isa && strcmp(isa, names[li])) continue;
         const qw_kernels *L = kernels_level(names[li]);
         if (!L || !L->matmul_q[dt]) continue;
-        for (int si = 0; si < 2; si++) {
+        for (int si = 0; si < 3; si++) {
             int64_t rows = shapes[si].rows, k = shapes[si].k, rb = qw_dtype_row_bytes(dt, k);
             if (rb < 0) {
                 printf("%-7s %s %-4s skipped: k = %lld is not a whole number of %d-weight blocks\n", names[li],
@@ -85,7 +88,9 @@ int main(int argc, char **argv) {
             int64_t rq = qw_qa8_row_bytes(k);
             uint8_t *XQ = malloc((size_t)(n * rq));
             for (int64_t i = 0; i < n * k; i++) X[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0) - 0.5f;
-            double best_f = 1e9, best_q = 1e9, best_a = 1e9;
+            double best_f = 1e9, best_q = 1e9, best_a = 1e9, best_r = 1e9;
+            uint8_t *R = L->matmul_qr[dt] && qw_repack_ok((qw_dtype)dt) ? malloc((size_t)qw_repack_bytes((qw_dtype)dt, rows, k)) : NULL;
+            if (R) qw_repack_q((qw_dtype)dt, R, W, rows, k);
             for (int r = 0; r < reps; r++) {
                 double t0 = now();
                 L->matmul[dt](Y, rows, X, k, n, W, k, 0, rows);
@@ -94,6 +99,11 @@ int main(int argc, char **argv) {
                 double t2 = now();
                 L->matmul_q[dt](Y, rows, XQ, rq, n, W, k, 0, rows);
                 double t3 = now();
+                if (R) {
+                    L->matmul_qr[dt](Y, rows, XQ, rq, n, R, k, 0, rows);
+                    double t4 = now();
+                    if (t4 - t3 < best_r) best_r = t4 - t3;
+                }
                 if (t1 - t0 < best_f) best_f = t1 - t0;
                 if (t2 - t1 < best_a) best_a = t2 - t1;
                 if (t3 - t2 < best_q) best_q = t3 - t2;
@@ -104,6 +114,11 @@ int main(int argc, char **argv) {
                    names[li], qw_dtype_name(dt), shapes[si].name, (long long)n, best_f * 1e3, bytes / best_f / 1e9,
                    ops / best_f / 1e9, best_q * 1e3, bytes / best_q / 1e9, ops / best_q / 1e9, best_a * 1e3,
                    best_f / (best_q + best_a));
+            if (R)
+                printf("%-7s %s %-4s n=%-4lld repacked %8.3f ms %6.2f GB/s %7.1f GOP/s | x%.2f of int\n", names[li],
+                       qw_dtype_name(dt), shapes[si].name, (long long)n, best_r * 1e3, bytes / best_r / 1e9,
+                       ops / best_r / 1e9, best_q / best_r);
+            free(R);
             free(W);
             free(X);
             free(Y);

@@ -17,17 +17,23 @@
 #include "server/engine.h"
 
 int cli_quantize(const qw_opts *o, qw_model *m) {
-    if (o->quant < 0) return 0;
     qw_err err;
-    double t0 = qw_now();
     int threads = o->threads > 0 ? o->threads : pool_default_threads();
-    if (model_quantize(m, (qw_dtype)o->quant, threads, &err)) {
+    if (o->quant >= 0) {
+        double t0 = qw_now();
+        if (model_quantize(m, (qw_dtype)o->quant, threads, &err)) {
+            fprintf(stderr, "qwenc: %s\n", err.msg);
+            return -1;
+        }
+        LOG_INFO("quantized to %s in %.2f s: %.0f MB of weights", qw_dtype_name((qw_dtype)o->quant), qw_now() - t0,
+                 (double)m->weight_bytes / 1e6);
+        cli_warn_quant_kept(o, m);
+    }
+    int which = model_repack_wanted(o->precision);
+    if (which && model_repack_logged(m, which, threads, &err)) {
         fprintf(stderr, "qwenc: %s\n", err.msg);
         return -1;
     }
-    LOG_INFO("quantized to %s in %.2f s: %.0f MB of weights", qw_dtype_name((qw_dtype)o->quant), qw_now() - t0,
-             (double)m->weight_bytes / 1e6);
-    cli_warn_quant_kept(o, m);
     return 0;
 }
 

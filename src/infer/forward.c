@@ -369,7 +369,9 @@ static void mm_run(void *arg, int tid, int nth) {
         int64_t lo, hi;
         pool_split(W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
         if (hi <= lo) continue;
-        if (j->XQ && K->matmul_q[W->dtype])
+        if (j->XQ && W->rp && K->matmul_qr[W->dtype])
+            K->matmul_qr[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XQ, j->ldxq, j->n, W->rp, W->cols, lo, hi);
+        else if (j->XQ && K->matmul_q[W->dtype])
             K->matmul_q[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XQ, j->ldxq, j->n, W->data, W->cols, lo, hi);
         else if (j->XB && K->matmul_bf16act[W->dtype])
             K->matmul_bf16act[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XB, j->ldxb, j->n, W->data, W->cols, lo, hi);

@@ -52,6 +52,7 @@ static const struct family {
     {LV_AVX512, 0, &kernels_elementwise_avx512},
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_qdot_avx512vnni},
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_kquant_avx512vnni},
+    {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_qrepack_avx512vnni},
     {LV_AVX512, QW_CPU_AVX512BF16, &kernels_bf16act_avx512bf16},
 #elif defined(__aarch64__)
     {LV_NEON, 0, &kernels_matmul_neon},
@@ -70,6 +71,7 @@ static void lay_over(qw_kernels *dst, const qw_kernels *src) {
     for (int t = 0; t < QW_DTYPE_COUNT; t++) {
         LAY(matmul[t]);
         LAY(matmul_q[t]);
+        LAY(matmul_qr[t]);
         LAY(matmul_bf16act[t]);
         LAY(to_f32[t]);
     }

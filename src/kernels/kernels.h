@@ -170,6 +170,46 @@ static inline int64_t qw_qa8_row_bytes(int64_t k) { return k + (k / QW_QA8_BLOCK
 typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
                                const void *W, int64_t k, int64_t o0, int64_t o1);
 
+/* ---- repacked weights (fast precision, block-32 types) ----
+ * At load, a matrix of a block-32 type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) whose
+ * rows are a multiple of QW_RP_ROWS may be rearranged ("repacked") into
+ * tiles of QW_RP_ROWS rows, so that one activation block meets 16 rows'
+ * blocks in one stream and an int32 lane is one row: no horizontal sums.
+ * Tile r (rows 16r..16r+15), block b is one "tile block" of 16 x the
+ * type's block bytes, tile blocks in order (r, b), i.e. a tile's blocks are
+ * contiguous. A tile block holds, in this order:
+ *   d[16]      binary16, row i's d
+ *   m[16]      binary16, row i's m (Q4_1, Q5_1 only)
+ *   qh[8]      64-bit masks (Q5_0, Q5_1 only): bit 4i + c of mask j is the
+ *              high bit of weight 4j + c of row i
+ *   q          Q8_0: 8 x 64 bytes, byte 4i + c of vector j = weight
+ *              4j + c of row i, stored as q + 128 (q ^ 0x80);
+ *              nibble types: 4 x 64 bytes, byte 4i + c of vector v holds
+ *              weight 8v + c of row i in its low nibble and weight
+ *              8v + 4 + c in its high nibble
+ * (weight j of a block is GGML's: j < 16 the low nibble of qs[j], else the
+ * high nibble of qs[j - 16]). Same bytes as the original, so the copy
+ * replaces the mapped pages (model/repack.c).
+ * Q4_K and Q5_K: a tile block is 16 rows' super-block B (256 weights, 8
+ * sub-blocks of 32), holding d[16], dmin[16] (binary16), sc[8][16] and
+ * mn[8][16] (the 6-bit scales and mins of sub-block j, row i, one byte
+ * each), Q5_K's qh[8][8] masks (sub-block j's, as above), then per
+ * sub-block j the 4 nibble vectors as above: 148 (Q5_K 180) bytes per row
+ * and super-block instead of 144 (176).
+ * qw_repack_q: the plain-C conversion (once at load), rows % QW_RP_ROWS
+ * == 0 and k a whole number of the type's blocks; qw_repack_ok: the types
+ * it takes; qw_repack_bytes: the size of the copy.
+ * matmul_qr[dtype]: matmul_q on a repacked W (o0, o1 any sub-range, n any):
+ * bitwise the reference matmul_q on the original (the same float steps,
+ * per row). NULL on levels without a kernel for that layout (the caller
+ * then uses matmul_q on the original); the plain-C twin
+ * (kernels_qrepack_ref) is not in any level's table, only the checker's
+ * reference (tests/kernels/test_qrepack.c). */
+#define QW_RP_ROWS 16
+int qw_repack_ok(qw_dtype t);
+int64_t qw_repack_bytes(qw_dtype t, int64_t rows, int64_t k);
+void qw_repack_q(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k);
+
 /* ---- bf16 activations ("fast" precision, 16-bit weights) ----
  * Where the CPU has a bf16 dot-product instruction (AVX512-BF16 vdpbf16ps),
  * the fast precision rounds each matmul input once to bf16 and multiplies it
@@ -247,6 +287,7 @@ typedef struct qw_kernels {
      * no integer kernel (the caller then uses matmul). */
     void (*quantize_qa8)(void *dst, const float *x, int64_t k);
     qw_matmul_q_fn matmul_q[QW_DTYPE_COUNT];
+    qw_matmul_q_fn matmul_qr[QW_DTYPE_COUNT]; /* repacked W (see above); NULL: none */
 
     /* bf16 activations (see above): to_bf16 on every level; matmul_bf16act
      * NULL except where the CPU has a bf16 dot product. */

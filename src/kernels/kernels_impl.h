@@ -18,7 +18,8 @@
  *   matmul/       float-activation matmul (the exact precision), to_f32,
  *                 quantize_q8_0; bf16 activations (matmul_bf16act, to_bf16)
  *   qdot/         the integer path: quantize_qa8 and matmul_q (block-32
- *                 types: qdot_*; K-quants: kquant_*)
+ *                 types: qdot_*; K-quants: kquant_*); matmul_qr on
+ *                 repacked block-32 weights (qrepack_*)
  *   attn/         fused attention
  *   elementwise/  rmsnorm, silu_mul, add
  * A SIMD file defines its table only on its architecture (the Makefile
@@ -27,11 +28,16 @@
  * the instruction families (VNNI, BF16), that family's own CPUID bit. */
 extern const qw_kernels kernels_matmul_ref, kernels_bf16act_ref, kernels_qdot_ref, kernels_kquant_ref, kernels_attn_ref,
     kernels_elementwise_ref;
+/* The plain-C twin of matmul_qr (qdot/qrepack_ref.c): in no level's table
+ * (a scalar kernel on the repacked layout would only be slower than the
+ * level's matmul_q); the checker's reference. */
+extern const qw_kernels kernels_qrepack_ref;
 #if defined(__x86_64__)
 extern const qw_kernels kernels_matmul_avx2, kernels_qdot_avx2, kernels_kquant_avx2, kernels_attn_avx2,
     kernels_elementwise_avx2;
 extern const qw_kernels kernels_matmul_avx512, kernels_elementwise_avx512;
 extern const qw_kernels kernels_qdot_avx512vnni, kernels_kquant_avx512vnni; /* QW_CPU_AVX512VNNI */
+extern const qw_kernels kernels_qrepack_avx512vnni;                         /* QW_CPU_AVX512VNNI */
 extern const qw_kernels kernels_bf16act_avx512bf16;                        /* QW_CPU_AVX512BF16 */
 #elif defined(__aarch64__)
 extern const qw_kernels kernels_matmul_neon, kernels_qdot_neon, kernels_attn_neon, kernels_elementwise_neon;

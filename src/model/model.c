@@ -120,6 +120,7 @@ void model_free(qw_model *m) {
         free(p);
     }
     free(m->quant_buf);
+    free(m->repack_buf);
     free(m->layers);
     free(m->dir);
     free(m->name);

@@ -59,6 +59,7 @@ typedef struct qw_mat {
     const void *data;
     qw_dtype dtype;
     int64_t rows, cols;
+    const void *rp; /* the repacked copy (model_repack), or NULL */
 } qw_mat;
 
 typedef struct qw_layer {
@@ -89,6 +90,8 @@ typedef struct qw_model {
     int n_by_dtype[QW_DTYPE_COUNT]; /* tensors read at load, by stored dtype */
     int n_quant_kept;   /* model_quantize: matrices already of a block type, kept as stored */
     void *quant_buf;    /* matrices made by model_quantize (owned) */
+    void *repack_buf;   /* the repacked copies (model_repack; owned) */
+    int64_t repack_bytes;
     void *priv;         /* mappings and owned buffers */
 } qw_model;
 
@@ -120,5 +123,26 @@ const char *model_gguf_file_type_name(int64_t ftype);
  * Q4_K, ... tensors) are kept as they are. -1 with a
  * message naming the tensor when a row is not a whole number of blocks. */
 int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err);
+
+/* Give every matrix that can use the current kernel level's matmul_qr
+ * (model_repackable: a type `which` takes, QW_REPACK_BLOCK32 or
+ * QW_REPACK_ALL with the K-quants, rows a multiple of QW_RP_ROWS) a
+ * repacked copy in W->rp (kernels.h: "repacked weights"), with `threads`
+ * threads; each original's mapped pages are released as its copy is made,
+ * so memory is not doubled (the originals stay readable from the file).
+ * For the fast precision only: the exact one never reads the copies.
+ * Nothing to do (0) where the level has no such kernel. Call after
+ * model_quantize and kernels_init. -1 when out of memory. */
+enum { QW_REPACK_BLOCK32 = 1, QW_REPACK_ALL = 2 };
+int model_repack(qw_model *m, int which, int threads, qw_err *err);
+int model_repackable(const qw_mat *w, int which);
+/* What to repack (0: nothing) for this precision (a qw_precision: only
+ * fast, 0) and environment: QWENC_REPACK=0 nothing (the before/after
+ * switch), =all the K-quants too, else the block-32 types only. The
+ * K-quant kernels take prefill up 30-40% on the real 1.5B file but measured
+ * 7-17% slower in decode (docs/PERFORMANCE.md), so they are opt-in. */
+int model_repack_wanted(int precision);
+/* model_repack, with an info line saying how much and how long. */
+int model_repack_logged(qw_model *m, int which, int threads, qw_err *err);
 
 #endif

@@ -44,6 +44,9 @@ int engine_open(qw_engine *e, const qw_engine_opts *o, qw_err *err) {
         LOG_INFO("quantized to %s in %.2f s: %.0f MB of weights", qw_dtype_name((qw_dtype)o->quant), qw_now() - t0,
                  (double)e->model->weight_bytes / 1e6);
     }
+    int repack = model_repack_wanted(o->precision);
+    if (repack && model_repack_logged(e->model, repack, o->threads > 0 ? o->threads : pool_default_threads(), err))
+        goto fail;
     const qw_config *cfg = &e->model->cfg;
     if (cfg->random_weights)
         LOG_WARN("RANDOM WEIGHTS: %s is a synthetic model with random weights; its output is noise",

@@ -17,6 +17,11 @@
  *     agreement and a small relative error;
  *   - BF16 weights in fast precision (bf16 activations where the level has
  *     a bf16 dot product, else the exact path) stay batch invariant and close;
+ *   - repacked weights (model_repack, where the best level has matmul_qr):
+ *     the fast logits are bitwise those of the same model not repacked, on
+ *     every level (a level without matmul_qr reads the originals, which
+ *     stay intact: the exact precision's logits do not change either), and
+ *     stay batch invariant;
  *   - a model whose rows are not whole blocks is refused with a message that
  *     names the tensor.
  */
@@ -217,11 +222,12 @@ static void check_config(int tied, qw_pool *pool) {
         return;
     }
     qw_err err;
-    qw_model *mb = NULL, *mq = NULL, *md = NULL;
+    qw_model *mb = NULL, *mq = NULL, *md = NULL, *mr = NULL;
+    CHECK(model_load(&mr, dir, &err) == 0, "load: %s", err.msg);
     CHECK(model_load(&mb, dir, &err) == 0, "load: %s", err.msg);
     CHECK(model_load(&mq, dir, &err) == 0, "load: %s", err.msg);
     CHECK(model_load(&md, dir, &err) == 0, "load: %s", err.msg);
-    if (!mb || !mq || !md) goto out;
+    if (!mb || !mq || !md || !mr) goto out;
     uint64_t bf16_bytes = mq->weight_bytes;
     CHECK(model_quantize(mq, QW_Q8_0, 2, &err) == 0, "quantize: %s", err.msg);
     CHECK(model_quantize(md, QW_Q8_0, 1, &err) == 0, "quantize: %s", err.msg);
@@ -232,6 +238,13 @@ static void check_config(int tied, qw_pool *pool) {
     CHECK(mq->weight_bytes * 64 == bf16_bytes * 34, "weight_bytes: %llu Q8_0 vs %llu BF16",
           (unsigned long long)mq->weight_bytes, (unsigned long long)bf16_bytes);
     CHECK(model_quantize(mq, QW_Q8_0, 2, &err) == 0, "quantizing again keeps Q8_0 matrices");
+    CHECK(model_quantize(mr, QW_Q8_0, 2, &err) == 0, "quantize: %s", err.msg);
+    CHECK(model_repack(mr, QW_REPACK_ALL, 2, &err) == 0, "repack: %s", err.msg);
+    const int repacked = kernels()->matmul_qr[QW_Q8_0] != NULL;
+    CHECK((mr->layers[1].w_gate.rp != NULL) == repacked && (mr->lm_head.rp != NULL) == repacked &&
+              mr->repack_bytes == (repacked ? (int64_t)mr->weight_bytes - (tied ? 0 : 512 * 68) : 0),
+          "%s: every matrix but the embedding repacked (%lld bytes)", kernels()->name, (long long)mr->repack_bytes);
+    if (!repacked) printf("  %s has no matmul_qr: repacked forward not exercised here\n", kernels()->name);
     void *owned[4 + 7 * 64];
     int n_owned = 0;
     dequantize_all(md, owned, &n_owned);
@@ -267,6 +280,21 @@ static void check_config(int tied, qw_pool *pool) {
               "%s tied=%d: fast vs exact: max rel err %.4f, top-1 agrees %d/%d", names[li], tied, frel, fagree, NTOK);
         printf("  %s tied=%d: fast vs exact max rel err %.4f, top-1 agrees %d/%d\n", names[li], tied, frel, fagree,
                NTOK);
+        /* repacked: the same bits in both precisions, batch invariant */
+        float *rf = run(mr, pool, FA), *rfs = run_stepwise(mr, pool, FA), *rx = run(mr, pool, EX);
+        float *ra = run_slots(mr, pool, FA, 3, 1), *rb = run_slots(mr, pool, FA, 3, 0);
+        if (rf && rfs && rx && ra && rb) {
+            CHECK(!memcmp(rf, lf, (size_t)NTOK * VOCAB * sizeof(float)) &&
+                      !memcmp(rfs, lf, (size_t)NTOK * VOCAB * sizeof(float)),
+                  "%s tied=%d: repacked fast logits == not repacked, batch and steps, bit for bit", names[li], tied);
+            CHECK(!memcmp(ra, sa, (size_t)STEPS * VOCAB * sizeof(float)) &&
+                      !memcmp(rb, sa, (size_t)STEPS * VOCAB * sizeof(float)),
+                  "%s tied=%d: repacked: a slot among 7 others == alone == not repacked", names[li], tied);
+            CHECK(!memcmp(rx, lq, (size_t)NTOK * VOCAB * sizeof(float)),
+                  "%s tied=%d: a repacked model's exact logits are unchanged (originals intact)", names[li], tied);
+        } else
+            CHECK(0, "%s: repacked runs", names[li]);
+        free(rf), free(rfs), free(rx), free(ra), free(rb);
         free(lf), free(lfs), free(sa), free(sb);
         /* BF16 weights in fast precision: bf16 activations where the level
          * has a bf16 dot product (kernels.h: matmul_bf16act), else exactly
@@ -329,6 +357,7 @@ out:
     model_free(mb);
     model_free(mq);
     model_free(md);
+    model_free(mr);
     rm_model(dir);
 }
 
@@ -354,9 +383,29 @@ static void check_refused(void) {
     rm_model(dir);
 }
 
+/* QWENC_REPACK: unset = block-32 types, "all" = K-quants too, "0" = off;
+ * the exact precision never repacks. */
+static void check_repack_wanted(void) {
+    unsetenv("QWENC_REPACK");
+    CHECK(model_repack_wanted(QW_PRECISION_FAST) == QW_REPACK_BLOCK32 && model_repack_wanted(QW_PRECISION_EXACT) == 0,
+          "repack by default in fast only, block-32 types");
+    setenv("QWENC_REPACK", "all", 1);
+    CHECK(model_repack_wanted(QW_PRECISION_FAST) == QW_REPACK_ALL && model_repack_wanted(QW_PRECISION_EXACT) == 0,
+          "QWENC_REPACK=all: K-quants too");
+    setenv("QWENC_REPACK", "0", 1);
+    CHECK(model_repack_wanted(QW_PRECISION_FAST) == 0, "QWENC_REPACK=0: off");
+    unsetenv("QWENC_REPACK");
+    qw_mat q4k = {(const void *)"x", QW_Q4_K, 32, 256, NULL}, q80 = {(const void *)"x", QW_Q8_0, 32, 64, NULL};
+    int vnni = kernels()->matmul_qr[QW_Q4_K] != NULL;
+    CHECK(!model_repackable(&q4k, QW_REPACK_BLOCK32) && model_repackable(&q4k, QW_REPACK_ALL) == vnni &&
+              model_repackable(&q80, QW_REPACK_BLOCK32) == vnni && !model_repackable(&q80, 0),
+          "model_repackable: K-quants only with QW_REPACK_ALL, only where the level has matmul_qr");
+}
+
 int main(void) {
     qw_err err;
     CHECK(kernels_init(&err) == 0, "kernels: %s", err.msg);
+    check_repack_wanted();
     qw_pool *pool = pool_create(2);
     check_config(0, pool);
     check_config(1, pool);

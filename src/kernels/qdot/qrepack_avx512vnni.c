@@ -1,0 +1,427 @@
+/* qrepack_avx512vnni.c - matmul_qr with AVX-512 VNNI: the integer path of
+ * the block-32 types on repacked weights (kernels.h: "repacked weights";
+ * the layout is qrepack_ref.c's, whose float steps it reproduces bit for
+ * bit). Installed into the avx512 table only when cpu.c sets
+ * QW_CPU_AVX512VNNI.
+ *
+ * A tile block (16 rows' block b) unpacks to 8 zmm whose int32 lane i holds
+ * 4 weights of row i; 8 vpdpbusd against the token's 8 activation dwords,
+ * each broadcast to every lane, leave each row's exact block sum in its own
+ * lane, with no horizontal reduction and no shuffle. One fmadd per block
+ * applies d * dx to the 16 rows at once into accumulator b % 8 (a vector of
+ * 16 rows), and the final tree is 7 vertical adds: the reference's steps,
+ * per lane. The tile's weights are one sequential stream (decode: ~1.5x
+ * fewer instructions per weight byte than the row-at-a-time path of
+ * qdot_avx512vnni.c, whose reduction and unpacking limit Q5_0 and Q4_0).
+ *
+ * Tokens go in blocks of up to TB; each tile block is unpacked once per
+ * token block and meets every token of it, whose 8 accumulators per tile
+ * live in a small stack array (L1). Every token, whatever n and its place,
+ * gets the same operations: batch invariant. Rows outside [o0, o1) of a
+ * partly covered tile are computed and not stored.
+ */
+#include "kernels/kernels_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+#define TB 16             /* tokens per block */
+#define PF_TILES 2        /* prefetch this many tile blocks ahead */
+
+INLINE int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
+INLINE int has_min(int T) { return qw_type((qw_dtype)T)->m_off >= 0; }
+INLINE int has_qh(int T) { return qw_type((qw_dtype)T)->qh_off >= 0; }
+/* Offsets in a tile block (qrepack_ref.c's layout). */
+INLINE int off_m(int T) { return 32; }
+INLINE int off_qh(int T) { return has_min(T) ? 64 : 32; }
+INLINE int off_q(int T) { return off_qh(T) + (has_qh(T) ? 64 : 0); }
+/* log2 of what sum(w_unsigned * qx) exceeds isum by, in units of s (-1: nothing). */
+INLINE int off_log2(int T) {
+    const int z = T == QW_Q8_0 ? 128 : qw_type((qw_dtype)T)->zero;
+    return z == 128 ? 7 : z == 16 ? 4 : z == 8 ? 3 : -1;
+}
+
+/* A tile block's 8 weight vectors (lane i: 4 unsigned weights of row i). */
+INLINE void unpack(int T, const uint8_t *tb, __m512i w[8]) {
+    const uint8_t *q = tb + off_q(T);
+    if (T == QW_Q8_0) {
+        UNROLL
+        for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512((const void *)(q + 64 * j));
+        return;
+    }
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
+        w[2 * v] = _mm512_and_si512(z, lo4);
+        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+    }
+    if (has_qh(T)) {
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            uint64_t m;
+            memcpy(&m, tb + off_qh(T) + 8 * j, 8);
+            w[j] = _mm512_mask_add_epi8(w[j], (__mmask64)m, w[j], sixteen);
+        }
+    }
+}
+
+/* acc (16 rows) += one token's terms for this tile block, the reference's steps. */
+INLINE __m512 block_dot(int T, const __m512i w[8], __m512 d, __m512 m, const uint8_t *xr, int64_t k, int64_t nb,
+                        int64_t b, __m512 acc) {
+    const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
+    __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+    UNROLL
+    for (int j = 0; j < 8; j += 2) { /* two chains: half the latency */
+        int32_t a, c;
+        memcpy(&a, x4 + j, 4);
+        memcpy(&c, x4 + j + 1, 4);
+        p0 = _mm512_dpbusd_epi32(p0, w[j], _mm512_set1_epi32(a));
+        p1 = _mm512_dpbusd_epi32(p1, w[j + 1], _mm512_set1_epi32(c));
+    }
+    __m512i isum = _mm512_add_epi32(p0, p1);
+    float dx;
+    int32_t s;
+    memcpy(&dx, xr + k + 4 * b, 4);
+    memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
+    if (off_log2(T) >= 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(s << off_log2(T)));
+    const __m512 vdx = _mm512_set1_ps(dx);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(isum), acc);
+    if (has_min(T)) acc = _mm512_fmadd_ps(_mm512_mul_ps(m, vdx), _mm512_set1_ps((float)s), acc);
+    return acc;
+}
+
+/* The tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), per row. */
+INLINE __m512 tree16(const __m512 a[8]) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                         _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+}
+
+/* One token against a whole tile, accumulators in registers (decode). */
+INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, __mmask16 keep) {
+    const int64_t nb = k / 32;
+    const int S = QW_RP_ROWS * blk_bytes(T);
+    __m512 acc[8];
+    UNROLL
+    for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nb; g += 8) {
+        UNROLL
+        for (int i = 0; i < 8; i++) {
+            if (g + i >= nb) break;
+            const uint8_t *tb = tile + (g + i) * S;
+            UNROLL
+            for (int off = 0; off < S; off += 64)
+                _mm_prefetch((const char *)(tb + PF_TILES * S + off), _MM_HINT_T0);
+            __m512i w[8];
+            unpack(T, tb, w);
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
+            __m512 m = has_min(T) ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tb + off_m(T))))
+                                  : _mm512_setzero_ps();
+            acc[i] = block_dot(T, w, d, m, xr, k, nb, g + i, acc[i]);
+        }
+    }
+    _mm512_mask_storeu_ps(y, keep, tree16(acc));
+}
+
+/* NT (2..TB) tokens against a whole tile: each tile block unpacked once. */
+INLINE void tile_many(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile,
+                      int64_t k, __mmask16 keep) {
+    const int64_t nb = k / 32;
+    const int S = QW_RP_ROWS * blk_bytes(T);
+    __m512 acc[TB][8];
+    for (int t = 0; t < NT; t++)
+        UNROLL
+    for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tb = tile + b * S;
+        UNROLL
+        for (int off = 0; off < S; off += 64) _mm_prefetch((const char *)(tb + PF_TILES * S + off), _MM_HINT_T0);
+        __m512i w[8];
+        unpack(T, tb, w);
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
+        __m512 m = has_min(T) ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tb + off_m(T))))
+                              : _mm512_setzero_ps();
+        const int a = (int)(b % 8);
+        for (int t = 0; t < NT; t++) acc[t][a] = block_dot(T, w, d, m, X + t * ldxq, k, nb, b, acc[t][a]);
+    }
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(Y + t * ldy, keep, tree16(acc[t]));
+}
+
+INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, int64_t k,
+                      int64_t o0, int64_t o1) {
+    if (o1 <= o0 || n <= 0) return;
+    const int64_t nb = k / 32, tile_bytes = nb * QW_RP_ROWS * blk_bytes(T);
+    const uint8_t *X = XQ;
+    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+        const int64_t base = r * QW_RP_ROWS;
+        const int64_t lo = o0 > base ? o0 - base : 0, hi = o1 < base + QW_RP_ROWS ? o1 - base : QW_RP_ROWS;
+        const __mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+        for (int64_t t0 = 0; t0 < n; t0 += TB) {
+            const int NT = n - t0 < TB ? (int)(n - t0) : TB;
+            if (NT == 1) tile_one(T, Y + t0 * ldy + base, tile, X + t0 * ldxq, k, keep);
+            else tile_many(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+        }
+    }
+}
+
+/* ---- Q4_K, Q5_K: a tile block is 16 rows' super-block (qrepack_ref.c's
+ * K layout); sub-block j is unpacked and dotted as a block-32 tile block,
+ * then kquant_ref.c's steps: isum = sc_j * dot, msum = mn_j * s (exact
+ * float products), acc[j] += (d dx) isum, acc[j] += -(dmin dx) msum. */
+enum { K_SC = 64, K_MN = 192, K_QH = 320 };
+INLINE int k_q(int T) { return K_QH + (T == QW_Q5_K ? 512 : 0); }
+INLINE int k_size(int T) { return k_q(T) + 8 * 256; }
+
+/* Sub-block j's 8 weight vectors. */
+INLINE void unpack_k(int T, const uint8_t *tb, int j, __m512i w[8]) {
+    const uint8_t *q = tb + k_q(T) + 256 * j;
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
+        w[2 * v] = _mm512_and_si512(z, lo4);
+        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+    }
+    if (T == QW_Q5_K) {
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        UNROLL
+        for (int v = 0; v < 8; v++) {
+            uint64_t m;
+            memcpy(&m, tb + K_QH + 64 * j + 8 * v, 8);
+            w[v] = _mm512_mask_add_epi8(w[v], (__mmask64)m, w[v], sixteen);
+        }
+    }
+}
+
+INLINE __m512 sub_dot(const __m512i w[8], __m512 d, __m512 dmin, __m512 sc, __m512 mn, const uint8_t *xr, int64_t k,
+                      int64_t nb, int64_t b, __m512 acc) {
+    const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
+    __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+    UNROLL
+    for (int j = 0; j < 8; j += 2) {
+        int32_t a, c;
+        memcpy(&a, x4 + j, 4);
+        memcpy(&c, x4 + j + 1, 4);
+        p0 = _mm512_dpbusd_epi32(p0, w[j], _mm512_set1_epi32(a));
+        p1 = _mm512_dpbusd_epi32(p1, w[j + 1], _mm512_set1_epi32(c));
+    }
+    float dx;
+    int32_t s;
+    memcpy(&dx, xr + k + 4 * b, 4);
+    memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
+    /* (float)(sc * dot) and (float)(mn * s) as float products: both
+     * factors and the product are integers below 2^24, so exact, the same
+     * values (and bits) as the reference's int32 products converted */
+    const __m512 isum = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1)));
+    const __m512 msum = _mm512_mul_ps(mn, _mm512_set1_ps((float)s));
+    const __m512 vdx = _mm512_set1_ps(dx);
+    const __m512 negm = _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dmin, vdx)), _mm512_set1_epi32((int)0x80000000u)));
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), isum, acc);
+    return _mm512_fmadd_ps(negm, msum, acc);
+}
+
+/* 16 unsigned bytes as floats (exact). */
+INLINE __m512 k_bytes(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+/* NT (1..TB) tokens against a whole K tile. */
+INLINE void tile_k(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile,
+                   int64_t k, __mmask16 keep) {
+    const int64_t nsb = k / 256, nb = k / 32;
+    const int S = k_size(T);
+    __m512 acc[TB][8];
+    for (int t = 0; t < NT; t++)
+        UNROLL
+    for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
+    for (int64_t B = 0; B < nsb; B++) {
+        const uint8_t *tb = tile + B * S;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tb + 32)));
+        UNROLL
+        for (int off = 0; off < S; off += 64) _mm_prefetch((const char *)(tb + S + off), _MM_HINT_T0);
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m512i w[8];
+            unpack_k(T, tb, j, w);
+            const __m512 sc = k_bytes(tb + K_SC + 16 * j), mn = k_bytes(tb + K_MN + 16 * j);
+            for (int t = 0; t < NT; t++)
+                acc[t][j] = sub_dot(w, d, dmin, sc, mn, X + t * ldxq, k, nb, 8 * B + j, acc[t][j]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(Y + t * ldy, keep, tree16(acc[t]));
+}
+
+INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                        int64_t k, int64_t o0, int64_t o1) {
+    if (o1 <= o0 || n <= 0) return;
+    const int64_t tile_bytes = k / 256 * k_size(T);
+    const uint8_t *X = XQ;
+    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+        const int64_t base = r * QW_RP_ROWS;
+        const int64_t lo = o0 > base ? o0 - base : 0, hi = o1 < base + QW_RP_ROWS ? o1 - base : QW_RP_ROWS;
+        const __mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+        for (int64_t t0 = 0; t0 < n; t0 += TB) {
+            const int NT = n - t0 < TB ? (int)(n - t0) : TB;
+            if (NT == 1) tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
+            else tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+        }
+    }
+}
+
+static void matmul_qr_q4_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                      int64_t k, int64_t o0, int64_t o1) {
+    matmul_qr_k(QW_Q4_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_qr_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                      int64_t k, int64_t o0, int64_t o1) {
+    matmul_qr_k(QW_Q5_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+
+/* ---- Q6_K (qrepack_ref.c's Q6_K layout): weights q in 0..63 against the
+ * activations, and the -32 offset through each 16-weight half's activation
+ * sum xs (computed once per call and token with vpsadbw):
+ *   half_h = sum q qx - 32 xs_h, isum = sc_2j half_0 + sc_2j+1 half_1
+ * (int32, exact), acc[j] += (d dx) isum: kquant_ref.c's steps. */
+enum { Q6_SC = 32, Q6_HI = 288, Q6_LO = 1312, Q6_SIZE = 3360 };
+
+/* xs[2b + h] = sum of the 16 quants of half h of block b, for the nb blocks. */
+static void half_sums(int32_t *xs, const uint8_t *xr, int64_t nb) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t m = 0; m < nb / 2; m++) { /* 64 bytes: blocks 2m, 2m + 1 */
+        __m512i v = _mm512_xor_si512(_mm512_loadu_si512((const void *)(xr + 64 * m)), flip); /* q + 128 */
+        uint64_t e[8];
+        _mm512_storeu_si512((void *)e, _mm512_sad_epu8(v, _mm512_setzero_si512()));
+        for (int h = 0; h < 4; h++) xs[4 * m + h] = (int32_t)(e[2 * h] + e[2 * h + 1]) - 16 * 128;
+    }
+}
+
+INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    const uint8_t *q = tb + Q6_LO + 256 * j;
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
+        w[2 * v] = _mm512_and_si512(z, lo4);
+        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m512i H = _mm512_loadu_si512((const void *)(tb + Q6_HI + 128 * j + 64 * h));
+        /* bits 2m..2m+1 of each byte to bits 4..5 (masked first: nothing crosses a byte) */
+        w[4 * h + 0] = _mm512_or_si512(w[4 * h + 0], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x03)), 4));
+        w[4 * h + 1] = _mm512_or_si512(w[4 * h + 1], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x0c)), 2));
+        w[4 * h + 2] = _mm512_or_si512(w[4 * h + 2], _mm512_and_si512(H, _mm512_set1_epi8(0x30)));
+        w[4 * h + 3] = _mm512_or_si512(w[4 * h + 3],
+                                       _mm512_srli_epi16(_mm512_and_si512(H, _mm512_set1_epi8((char)0xc0)), 2));
+    }
+}
+
+INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1, const uint8_t *xr, const int32_t *xs,
+                         int64_t k, int64_t b, __m512 acc) {
+    const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
+    __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        int32_t a, c;
+        memcpy(&a, x4 + v, 4);
+        memcpy(&c, x4 + 4 + v, 4);
+        p0 = _mm512_dpbusd_epi32(p0, w[v], _mm512_set1_epi32(a));
+        p1 = _mm512_dpbusd_epi32(p1, w[4 + v], _mm512_set1_epi32(c));
+    }
+    const __m512i h0 = _mm512_sub_epi32(p0, _mm512_set1_epi32(32 * xs[2 * b]));
+    const __m512i h1 = _mm512_sub_epi32(p1, _mm512_set1_epi32(32 * xs[2 * b + 1]));
+    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, h0), _mm512_mullo_epi32(sc1, h1));
+    float dx;
+    memcpy(&dx, xr + k + 4 * b, 4);
+    return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
+}
+
+INLINE __m512i sc_bytes(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+
+INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const int32_t *xs, int64_t ldxs,
+                    const uint8_t *tile, int64_t k, __mmask16 keep) {
+    const int64_t nsb = k / 256;
+    __m512 acc[TB][8];
+    for (int t = 0; t < NT; t++)
+        UNROLL
+    for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
+    for (int64_t B = 0; B < nsb; B++) {
+        const uint8_t *tb = tile + B * Q6_SIZE;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
+        UNROLL
+        for (int off = 0; off < Q6_SIZE; off += 64) _mm_prefetch((const char *)(tb + Q6_SIZE + off), _MM_HINT_T0);
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m512i w[8];
+            unpack_q6(tb, j, w);
+            const __m512i sc0 = sc_bytes(tb + Q6_SC + 32 * j), sc1 = sc_bytes(tb + Q6_SC + 32 * j + 16);
+            for (int t = 0; t < NT; t++)
+                acc[t][j] = sub_dot_q6(w, d, sc0, sc1, X + t * ldxq, xs + t * ldxs, k, 8 * B + j, acc[t][j]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(Y + t * ldy, keep, tree16(acc[t]));
+}
+
+static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                                      int64_t k, int64_t o0, int64_t o1) {
+    if (o1 <= o0 || n <= 0) return;
+    const int64_t nb = k / 32, tile_bytes = k / 256 * Q6_SIZE, ldxs = 2 * nb;
+    int32_t *xs = kernels_scratch(); /* [tokens of a block][2 nb] */
+    int64_t tbn = QW_SCRATCH_BYTES / (int64_t)(ldxs * sizeof(int32_t));
+    if (tbn > TB) tbn = TB;
+    const uint8_t *X = XQ;
+    /* One token block (decode): its sums once. More (prefill): each tile
+     * meets every token block while it is in L2, the block's sums
+     * recomputed (~2% of the tile's work) rather than the weights re-read. */
+    const int once = n <= tbn;
+    if (once)
+        for (int64_t t = 0; t < n; t++) half_sums(xs + t * ldxs, X + t * ldxq, nb);
+    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+        const int64_t base = r * QW_RP_ROWS;
+        const int64_t lo = o0 > base ? o0 - base : 0, hi = o1 < base + QW_RP_ROWS ? o1 - base : QW_RP_ROWS;
+        const __mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+        for (int64_t t0 = 0; t0 < n; t0 += tbn) {
+            const int NT = n - t0 < tbn ? (int)(n - t0) : (int)tbn;
+            if (!once)
+                for (int t = 0; t < NT; t++) half_sums(xs + t * ldxs, X + (t0 + t) * ldxq, nb);
+            if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, xs, ldxs, tile, k, keep);
+            else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, xs, ldxs, tile, k, keep);
+        }
+    }
+}
+
+#define QR(NAME, DT)                                                                                           \
+    static void NAME(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, int64_t k, \
+                     int64_t o0, int64_t o1) {                                                                 \
+        matmul_qr(DT, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                                      \
+    }
+QR(matmul_qr_q8_0_avx512vnni, QW_Q8_0)
+QR(matmul_qr_q4_0_avx512vnni, QW_Q4_0)
+QR(matmul_qr_q4_1_avx512vnni, QW_Q4_1)
+QR(matmul_qr_q5_0_avx512vnni, QW_Q5_0)
+QR(matmul_qr_q5_1_avx512vnni, QW_Q5_1)
+
+const qw_kernels kernels_qrepack_avx512vnni = {
+    .matmul_qr =
+        {
+            [QW_Q8_0] = matmul_qr_q8_0_avx512vnni,
+            [QW_Q4_0] = matmul_qr_q4_0_avx512vnni,
+            [QW_Q4_1] = matmul_qr_q4_1_avx512vnni,
+            [QW_Q5_0] = matmul_qr_q5_0_avx512vnni,
+            [QW_Q5_1] = matmul_qr_q5_1_avx512vnni,
+            [QW_Q4_K] = matmul_qr_q4_k_avx512vnni,
+            [QW_Q5_K] = matmul_qr_q5_k_avx512vnni,
+            [QW_Q6_K] = matmul_qr_q6_k_avx512vnni,
+        },
+};
+
+#endif

@@ -1,0 +1,344 @@
+/* qrepack_ref.c - the repacked layout of the block-32 types (kernels.h:
+ * "repacked weights"): the conversion at load (qw_repack_q, plain C, not
+ * per level) and the plain-C twin of matmul_qr, which reads the repacked
+ * tiles back weight by weight and runs qdot_ref.c's float steps per row,
+ * so its result is bitwise the reference matmul_q on the original.
+ */
+#include <math.h>
+
+#include "kernels/kernels_impl.h"
+
+int qw_repack_ok(qw_dtype t) {
+    return t == QW_Q8_0 || t == QW_Q4_0 || t == QW_Q4_1 || t == QW_Q5_0 || t == QW_Q5_1 || t == QW_Q4_K ||
+           t == QW_Q5_K || t == QW_Q6_K;
+}
+
+/* Q6_K tile block: d @0, sc[16][16] int8 @32, high 2-bit planes @288 (per
+ * sub-block j, 2 x 64 bytes: byte 4i + c of plane h holds bits 4-5 of
+ * weights 4v + c, v = 4h..4h+3, at bits 2 (v % 4)), then 8 x 256 bytes of
+ * low nibble vectors (as the other types'). */
+enum { Q6_SC = 32, Q6_HI = 288, Q6_LO = 1312, Q6_SIZE = 3360 };
+
+/* Weight p = 128 h + i of a Q6_K super-block (0..63): low 4 bits nibble
+ * i / 64 of ql[64 h + i % 64], high 2 bits bits 2 (i / 32) of
+ * qh[32 h + i % 32] (kquant_ref.c). */
+
+static int is_k(qw_dtype t) { return t == QW_Q4_K || t == QW_Q5_K; }
+
+/* K-quant tile block: d @0, dmin @32, sc @64, mn @192, qh @320 (Q5_K, 512
+ * bytes), then 8 x 256 bytes of nibble vectors. */
+enum { K_SC = 64, K_MN = 192, K_QH = 320 };
+static inline __attribute__((always_inline)) int k_q(qw_dtype t) { return K_QH + (t == QW_Q5_K ? 512 : 0); }
+static inline __attribute__((always_inline)) int k_size(qw_dtype t) { return k_q(t) + 8 * 256; }
+
+int64_t qw_repack_bytes(qw_dtype t, int64_t rows, int64_t k) {
+    if (t == QW_Q6_K) return rows / QW_RP_ROWS * (k / 256) * Q6_SIZE;
+    if (is_k(t)) return rows / QW_RP_ROWS * (k / 256) * k_size(t);
+    return qw_dtype_row_bytes(t, k) * rows;
+}
+
+/* Byte offsets inside a tile block (16 rows' block b): d, m, qh, q. */
+typedef struct {
+    int m, qh, q, size;
+} tb_layout;
+
+static inline __attribute__((always_inline)) tb_layout layout(qw_dtype t) {
+    const qw_type_traits *tt = qw_type(t);
+    tb_layout L;
+    int o = 2 * QW_RP_ROWS;
+    L.m = tt->m_off >= 0 ? o : -1;
+    if (tt->m_off >= 0) o += 2 * QW_RP_ROWS;
+    L.qh = tt->qh_off >= 0 ? o : -1;
+    if (tt->qh_off >= 0) o += 8 * 8;
+    L.q = o;
+    L.size = QW_RP_ROWS * tt->bytes;
+    return L;
+}
+
+/* Row i's block blk of type t into tile block tb (zeroed), byte-wise: it
+ * runs once per weight at load, so no per-weight work. Weight j of the
+ * original: j < 16 the low nibble of qs[j], else the high nibble of
+ * qs[j - 16], plus bit j of qh as its bit 4 (Q5_*); Q8_0 stored + 128. */
+static inline __attribute__((always_inline)) void repack_row(qw_dtype t, const tb_layout *L, uint8_t *tb, const uint8_t *blk, int i) {
+    const qw_type_traits *tt = qw_type(t);
+    memcpy(tb + 2 * i, blk + tt->d_off, 2);
+    if (L->m >= 0) memcpy(tb + L->m + 2 * i, blk + tt->m_off, 2);
+    const uint8_t *qs = blk + tt->qs_off;
+    if (t == QW_Q8_0) {
+        for (int j = 0; j < 32; j++) tb[L->q + 64 * (j / 4) + 4 * i + j % 4] = (uint8_t)(qs[j] ^ 0x80);
+        return;
+    }
+    /* nibble vector v: weights 8v + c (low) and 8v + 4 + c (high) */
+    for (int v = 0; v < 4; v++) {
+        uint8_t b4[4];
+        for (int c = 0; c < 4; c++) {
+            int a = v < 2 ? qs[8 * v + c] & 15 : qs[8 * (v - 2) + c] >> 4;
+            int b = v < 2 ? qs[8 * v + 4 + c] & 15 : qs[8 * (v - 2) + 4 + c] >> 4;
+            b4[c] = (uint8_t)(a | b << 4);
+        }
+        memcpy(tb + L->q + 64 * v + 4 * i, b4, 4);
+    }
+    if (L->qh >= 0) { /* mask j, bits 4i..4i+3: bits 4j..4j+3 of qh */
+        uint32_t qh = qw_u32_at(blk + tt->qh_off);
+        for (int j = 0; j < 8; j++) {
+            uint8_t nib = (uint8_t)((qh >> (4 * j)) & 15);
+            tb[L->qh + 8 * j + i / 2] |= (uint8_t)(i % 2 ? nib << 4 : nib);
+        }
+    }
+}
+
+/* Specialised per type (t a constant after inlining: every offset folds). */
+static inline __attribute__((always_inline)) void repack_tiles(qw_dtype t, void *dst, const void *src, int64_t rows,
+                                                              int64_t k) {
+    const qw_type_traits *tt = qw_type(t);
+    const tb_layout L = layout(t);
+    const int64_t nb = k / 32, rb = nb * tt->bytes;
+    for (int64_t r0 = 0; r0 < rows; r0 += QW_RP_ROWS)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *tb = (uint8_t *)dst + (r0 / QW_RP_ROWS * nb + b) * L.size;
+            memset(tb, 0, (size_t)L.size);
+            for (int i = 0; i < QW_RP_ROWS; i++)
+                repack_row(t, &L, tb, (const uint8_t *)src + (r0 + i) * rb + b * tt->bytes, i);
+        }
+}
+
+/* Row i's super-block blk (Q4_K / Q5_K) into K tile block tb (zeroed). */
+static inline __attribute__((always_inline)) void repack_row_k(qw_dtype t, uint8_t *tb, const uint8_t *blk, int i) {
+    memcpy(tb + 2 * i, blk, 2);
+    memcpy(tb + 32 + 2 * i, blk + 2, 2);
+    const int five = t == QW_Q5_K;
+    const uint8_t *qh = blk + 16, *qs = blk + (five ? 48 : 16);
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        qw_kquant_scale_min(blk + 4, j, &sc, &mn);
+        tb[K_SC + 16 * j + i] = (uint8_t)sc;
+        tb[K_MN + 16 * j + i] = (uint8_t)mn;
+        uint8_t *q = tb + k_q(t) + 256 * j;
+        const uint8_t *src = qs + 32 * (j / 2);
+        const int sh = 4 * (j % 2);
+        for (int v = 0; v < 4; v++) { /* bytes 4i..4i+3 of vector v: weights 8v + c, 8v + 4 + c */
+            uint8_t b4[4];
+            for (int c = 0; c < 4; c++)
+                b4[c] = (uint8_t)(((src[8 * v + c] >> sh) & 15) | ((src[8 * v + 4 + c] >> sh) & 15) << 4);
+            memcpy(q + 64 * v + 4 * i, b4, 4);
+        }
+        if (five) /* mask v, bits 4i..4i+3: bit j of qh[4v..4v+3] */
+            for (int v = 0; v < 8; v++) {
+                int nib = 0;
+                for (int c = 0; c < 4; c++) nib |= ((qh[4 * v + c] >> j) & 1) << c;
+                tb[K_QH + 64 * j + 8 * v + i / 2] |= (uint8_t)(i % 2 ? nib << 4 : nib);
+            }
+    }
+}
+
+static inline __attribute__((always_inline)) void repack_k(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nsb = k / 256, rb = nsb * qw_type(t)->bytes;
+    for (int64_t r0 = 0; r0 < rows; r0 += QW_RP_ROWS)
+        for (int64_t B = 0; B < nsb; B++) {
+            uint8_t *tb = (uint8_t *)dst + (r0 / QW_RP_ROWS * nsb + B) * k_size(t);
+            memset(tb, 0, (size_t)k_size(t));
+            for (int i = 0; i < QW_RP_ROWS; i++)
+                repack_row_k(t, tb, (const uint8_t *)src + (r0 + i) * rb + B * qw_type(t)->bytes, i);
+        }
+}
+
+static void repack_q6_k(void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nsb = k / 256, rb = nsb * 210;
+    for (int64_t r0 = 0; r0 < rows; r0 += QW_RP_ROWS)
+        for (int64_t B = 0; B < nsb; B++) {
+            uint8_t *tb = (uint8_t *)dst + (r0 / QW_RP_ROWS * nsb + B) * Q6_SIZE;
+            memset(tb, 0, Q6_SIZE);
+            for (int i = 0; i < QW_RP_ROWS; i++) {
+                const uint8_t *blk = (const uint8_t *)src + (r0 + i) * rb + B * 210;
+                memcpy(tb + 2 * i, blk + 208, 2);
+                for (int g = 0; g < 16; g++) tb[Q6_SC + 16 * g + i] = blk[192 + g];
+                uint8_t all[256]; /* the 256 weights, in one pass (q6_weight, unrolled) */
+                for (int h = 0; h < 2; h++)
+                    for (int l = 0; l < 32; l++) {
+                        const uint8_t a = blk[64 * h + l], b = blk[64 * h + 32 + l], hb = blk[128 + 32 * h + l];
+                        all[128 * h + l] = (uint8_t)((a & 15) | (hb & 3) << 4);
+                        all[128 * h + 32 + l] = (uint8_t)((b & 15) | ((hb >> 2) & 3) << 4);
+                        all[128 * h + 64 + l] = (uint8_t)((a >> 4) | ((hb >> 4) & 3) << 4);
+                        all[128 * h + 96 + l] = (uint8_t)((b >> 4) | ((hb >> 6) & 3) << 4);
+                    }
+                for (int j = 0; j < 8; j++) {
+                    const uint8_t *w = all + 32 * j;
+                    for (int v = 0; v < 4; v++) {
+                        uint8_t b4[4];
+                        for (int c = 0; c < 4; c++) b4[c] = (uint8_t)((w[8 * v + c] & 15) | (w[8 * v + 4 + c] & 15) << 4);
+                        memcpy(tb + Q6_LO + 256 * j + 64 * v + 4 * i, b4, 4);
+                    }
+                    for (int v = 0; v < 8; v++)
+                        for (int c = 0; c < 4; c++)
+                            tb[Q6_HI + 128 * j + 64 * (v / 4) + 4 * i + c] |= (uint8_t)((w[4 * v + c] >> 4) << (2 * (v % 4)));
+                }
+            }
+        }
+}
+
+void qw_repack_q(qw_dtype t, void *dst, const void *src, int64_t rows, int64_t k) {
+    switch (t) {
+    case QW_Q6_K: repack_q6_k(dst, src, rows, k); break;
+    case QW_Q4_K: repack_k(QW_Q4_K, dst, src, rows, k); break;
+    case QW_Q5_K: repack_k(QW_Q5_K, dst, src, rows, k); break;
+    case QW_Q8_0: repack_tiles(QW_Q8_0, dst, src, rows, k); break;
+    case QW_Q4_0: repack_tiles(QW_Q4_0, dst, src, rows, k); break;
+    case QW_Q4_1: repack_tiles(QW_Q4_1, dst, src, rows, k); break;
+    case QW_Q5_0: repack_tiles(QW_Q5_0, dst, src, rows, k); break;
+    case QW_Q5_1: repack_tiles(QW_Q5_1, dst, src, rows, k); break;
+    default: break;
+    }
+}
+
+/* Weight j of row i of a tile block as a small unsigned integer (Q8_0:
+ * q + 128; the rest: nibble plus high bit). */
+static int tb_weight(qw_dtype t, const tb_layout *L, const uint8_t *tb, int i, int j) {
+    int vec = j / 4, c = j % 4;
+    if (t == QW_Q8_0) return tb[L->q + 64 * vec + 4 * i + c];
+    int v = tb[L->q + 64 * (j / 8) + 4 * i + c];
+    v = vec % 2 ? v >> 4 : v & 15;
+    if (L->qh >= 0) v |= ((tb[L->qh + 8 * vec + (4 * i + c) / 8] >> ((4 * i + c) % 8)) & 1) << 4;
+    return v;
+}
+
+/* What sum(w_unsigned * qx) exceeds isum by, in units of s: Q8_0 stored
+ * + 128, Q4_0 and Q5_0 their zero, the types with a min nothing. */
+static int offset_of(qw_dtype t) { return t == QW_Q8_0 ? 128 : qw_type(t)->zero; }
+
+static void matmul_qr_blocks(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
+                             const void *W, int64_t k, int64_t o0, int64_t o1) {
+    const tb_layout L = layout(dt);
+    const int64_t nb = k / 32;
+    const int off = offset_of(dt);
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
+        const int8_t *qx = (const int8_t *)xr;
+        for (int64_t o = o0; o < o1; o++) {
+            const int i = (int)(o % QW_RP_ROWS);
+            const uint8_t *tile = (const uint8_t *)W + o / QW_RP_ROWS * nb * L.size;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *tb = tile + b * L.size;
+                float dx;
+                int32_t s, isum = 0;
+                memcpy(&dx, xr + k + 4 * b, 4);
+                memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
+                for (int j = 0; j < 32; j++) isum += tb_weight(dt, &L, tb, i, j) * qx[32 * b + j];
+                isum -= off * s;
+                acc[b % 8] = fmaf(qw_f16_at(tb + 2 * i) * dx, (float)isum, acc[b % 8]);
+                if (L.m >= 0) acc[b % 8] = fmaf(qw_f16_at(tb + L.m + 2 * i) * dx, (float)s, acc[b % 8]);
+            }
+            Y[t * ldy + o] = qw_qdot_tree(acc);
+        }
+    }
+}
+
+/* kquant_ref.c's float steps, per row, from the K tile blocks. */
+static void matmul_qr_k(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                        int64_t k, int64_t o0, int64_t o1) {
+    const int64_t nsb = k / 256, nb = k / 32, S = k_size(dt);
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
+        const int8_t *qx = (const int8_t *)xr;
+        for (int64_t o = o0; o < o1; o++) {
+            const int i = (int)(o % QW_RP_ROWS);
+            const uint8_t *tile = (const uint8_t *)W + o / QW_RP_ROWS * nsb * S;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t B = 0; B < nsb; B++) {
+                const uint8_t *tb = tile + B * S;
+                const float d = qw_f16_at(tb + 2 * i), dmin = qw_f16_at(tb + 32 + 2 * i);
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = 8 * B + j;
+                    const uint8_t *q = tb + k_q(dt) + 256 * j;
+                    int32_t dot = 0;
+                    for (int l = 0; l < 32; l++) {
+                        int v = q[64 * (l / 8) + 4 * i + l % 4];
+                        v = (l / 4) % 2 ? v >> 4 : v & 15;
+                        if (dt == QW_Q5_K)
+                            v |= ((tb[K_QH + 64 * j + 8 * (l / 4) + (4 * i + l % 4) / 8] >> ((4 * i + l % 4) % 8)) & 1)
+                                 << 4;
+                        dot += v * qx[32 * b + l];
+                    }
+                    float dx;
+                    int32_t s;
+                    memcpy(&dx, xr + k + 4 * b, 4);
+                    memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
+                    const int32_t isum = tb[K_SC + 16 * j + i] * dot, msum = tb[K_MN + 16 * j + i] * s;
+                    acc[j] = fmaf(d * dx, (float)isum, acc[j]);
+                    acc[j] = fmaf(-(dmin * dx), (float)msum, acc[j]);
+                }
+            }
+            Y[t * ldy + o] = qw_qdot_tree(acc);
+        }
+    }
+}
+
+/* kquant_ref.c's Q6_K steps, per row, from the Q6_K tile blocks. */
+static void matmul_qr_q6_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    const int64_t nsb = k / 256;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
+        const int8_t *qx = (const int8_t *)xr;
+        for (int64_t o = o0; o < o1; o++) {
+            const int i = (int)(o % QW_RP_ROWS);
+            const uint8_t *tile = (const uint8_t *)W + o / QW_RP_ROWS * nsb * Q6_SIZE;
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int64_t B = 0; B < nsb; B++) {
+                const uint8_t *tb = tile + B * Q6_SIZE;
+                const float d = qw_f16_at(tb + 2 * i);
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = 8 * B + j;
+                    int32_t half[2] = {0, 0};
+                    for (int l = 0; l < 32; l++) {
+                        int lo = tb[Q6_LO + 256 * j + 64 * (l / 8) + 4 * i + l % 4];
+                        lo = (l / 4) % 2 ? lo >> 4 : lo & 15;
+                        int v = l / 4;
+                        int hi = (tb[Q6_HI + 128 * j + 64 * (v / 4) + 4 * i + l % 4] >> (2 * (v % 4))) & 3;
+                        half[l / 16] += ((lo | hi << 4) - 32) * qx[32 * b + l];
+                    }
+                    const int32_t isum = (int8_t)tb[Q6_SC + 16 * (2 * j) + i] * half[0] +
+                                         (int8_t)tb[Q6_SC + 16 * (2 * j + 1) + i] * half[1];
+                    float dx;
+                    memcpy(&dx, xr + k + 4 * b, 4);
+                    acc[j] = fmaf(d * dx, (float)isum, acc[j]);
+                }
+            }
+            Y[t * ldy + o] = qw_qdot_tree(acc);
+        }
+    }
+}
+
+static void matmul_qr_q4_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_qr_k(QW_Q4_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+static void matmul_qr_q5_k_ref(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
+                               int64_t k, int64_t o0, int64_t o1) {
+    matmul_qr_k(QW_Q5_K, Y, ldy, XQ, ldxq, n, W, k, o0, o1);
+}
+
+#define QR_REF(NAME, DT)                                                                                       \
+    static void NAME(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W, int64_t k, \
+                     int64_t o0, int64_t o1) {                                                                 \
+        matmul_qr_blocks(DT, Y, ldy, XQ, ldxq, n, W, k, o0, o1);                                               \
+    }
+QR_REF(matmul_qr_q8_0_ref, QW_Q8_0)
+QR_REF(matmul_qr_q4_0_ref, QW_Q4_0)
+QR_REF(matmul_qr_q4_1_ref, QW_Q4_1)
+QR_REF(matmul_qr_q5_0_ref, QW_Q5_0)
+QR_REF(matmul_qr_q5_1_ref, QW_Q5_1)
+
+const qw_kernels kernels_qrepack_ref = {
+    .matmul_qr =
+        {
+            [QW_Q8_0] = matmul_qr_q8_0_ref,
+            [QW_Q4_0] = matmul_qr_q4_0_ref,
+            [QW_Q4_1] = matmul_qr_q4_1_ref,
+            [QW_Q5_0] = matmul_qr_q5_0_ref,
+            [QW_Q5_1] = matmul_qr_q5_1_ref,
+            [QW_Q4_K] = matmul_qr_q4_k_ref,
+            [QW_Q5_K] = matmul_qr_q5_k_ref,
+            [QW_Q6_K] = matmul_qr_q6_k_ref,
+        },
+};

@@ -1,0 +1,135 @@
+/* repack.c - rearrange a loaded model's block-32 matrices (Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1) and Q4_K / Q5_K ones into the row-interleaved tiles of kernels.h
+ * ("repacked weights"), for the fast precision's integer kernels.
+ *
+ * Only where the selected kernel level has a matmul_qr kernel for the type
+ * (otherwise its matmul_q on the original rows is the faster path), and
+ * only for matrices whose rows are a multiple of QW_RP_ROWS. The copy has
+ * the original's size (K-quants: 3% more, their scales unpacked to bytes); the original's pages in the mapping are released
+ * right after (madvise DONTNEED: file-backed and read-only, so they are
+ * dropped, not copied), so repacking does not double the weights' memory.
+ * The original stays valid: the embedding lookup (a tied lm_head is the
+ * embedding) and the exact precision read it, faulting back in only the
+ * pages they touch. One matrix at a time, tiles split over a temporary
+ * pool, so the peak is the repacked copy plus one mapped matrix.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "model/model_internal.h"
+#include "runtime/pool.h"
+
+typedef struct {
+    const qw_mat *mat;
+    uint8_t *dst;
+} repack_job;
+
+static void repack_run(void *arg, int tid, int nth) {
+    const repack_job *j = arg;
+    const qw_mat *m = j->mat;
+    int64_t lo, hi, rb = qw_dtype_row_bytes(m->dtype, m->cols);
+    int64_t tb = qw_repack_bytes(m->dtype, QW_RP_ROWS, m->cols); /* one tile's copy */
+    pool_split(m->rows / QW_RP_ROWS, 1, tid, nth, &lo, &hi);
+    if (hi > lo)
+        qw_repack_q(m->dtype, j->dst + lo * tb, (const uint8_t *)m->data + lo * QW_RP_ROWS * rb,
+                    (hi - lo) * QW_RP_ROWS, m->cols);
+}
+
+/* Whether [p, p + n) lies in one of the model's file mappings (read-only,
+ * MAP_PRIVATE: dropping its pages loses nothing). A matrix in memory the
+ * model owns (model_quantize's buffer, an aligned copy) is not: there
+ * MADV_DONTNEED would zero it. */
+static int in_map(const qw_mapfile *mf, const void *p, int64_t n) {
+    const uint8_t *a = p;
+    return mf->data && a >= mf->data && a + n <= mf->data + mf->size;
+}
+
+static int file_backed(const qw_model *m, const void *p, int64_t n) {
+    const model_priv *pv = m->priv;
+    if (!pv) return 0;
+    if (in_map(&pv->gg.map, p, n)) return 1;
+    for (int i = 0; i < pv->st.n_files; i++)
+        if (in_map(&pv->st.maps[i], p, n)) return 1;
+    return 0;
+}
+
+/* Drop the pages wholly inside [p, p + n) (file-backed) from this process's memory. */
+static void release(const void *p, int64_t n) {
+#ifdef MADV_DONTNEED
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
+    uintptr_t e = ((uintptr_t)p + (uintptr_t)n) / (uintptr_t)pg * (uintptr_t)pg;
+    if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+int model_repackable(const qw_mat *w, int which) {
+    const int kq = qw_dtype_block(w->dtype) == 256;
+    return w->data && which > 0 && (!kq || which == QW_REPACK_ALL) && qw_repack_ok(w->dtype) &&
+           kernels()->matmul_qr[w->dtype] && w->rows % QW_RP_ROWS == 0 &&
+           qw_dtype_row_bytes(w->dtype, w->cols) > 0;
+}
+
+int model_repack(qw_model *m, int which, int threads, qw_err *err) {
+    const int L = m->cfg.n_layers, tied = m->lm_head.data == m->embed.data;
+    qw_mat *mats[9 * 64 + 2];
+    int n = 0;
+    if (L > 64) return qw_errf(err, "repack: %d layers: more than this build handles (64)", L);
+    if (m->repack_buf) return 0; /* done */
+    mats[n++] = &m->lm_head; /* the embedding itself is only looked up by row */
+    for (int l = 0; l < L; l++) {
+        qw_layer *y = &m->layers[l];
+        qw_mat *all[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
+        for (int i = 0; i < 7; i++) mats[n++] = all[i];
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (model_repackable(mats[i], which)) total += qw_repack_bytes(mats[i]->dtype, mats[i]->rows, mats[i]->cols);
+    if (total == 0) return 0;
+    uint8_t *buf = aligned_alloc(64, (size_t)((total + 63) / 64 * 64));
+    qw_pool *pool = pool_create(threads < 1 ? 1 : threads);
+    if (!buf || !pool) {
+        free(buf);
+        pool_free(pool);
+        return qw_errf(err, "repack: cannot allocate %lld MB", (long long)(total >> 20));
+    }
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        qw_mat *w = mats[i];
+        if (!model_repackable(w, which)) continue;
+        int64_t bytes = qw_dtype_row_bytes(w->dtype, w->cols) * w->rows;
+        repack_job j = {w, buf + off};
+        pool_run(pool, repack_run, &j);
+        if (file_backed(m, w->data, bytes)) release(w->data, bytes); /* a tied lm_head: its lookups fault in a page per token */
+        w->rp = buf + off;
+        off += qw_repack_bytes(w->dtype, w->rows, w->cols);
+    }
+    pool_free(pool);
+    if (tied) m->embed.rp = m->lm_head.rp;
+    m->repack_buf = buf;
+    m->repack_bytes = total;
+    return 0;
+}
+
+int model_repack_wanted(int precision) {
+    const char *e = getenv("QWENC_REPACK");
+    if (precision != 0 || (e && !strcmp(e, "0"))) return 0;
+    return e && !strcmp(e, "all") ? QW_REPACK_ALL : QW_REPACK_BLOCK32;
+}
+
+int model_repack_logged(qw_model *m, int which, int threads, qw_err *err) {
+    double t0 = qw_now();
+    if (model_repack(m, which, threads, err)) return -1;
+    if (m->repack_bytes)
+        LOG_INFO("repacked %.0f MB of quantized weights into %d-row tiles in %.2f s", (double)m->repack_bytes / 1e6,
+                 QW_RP_ROWS, qw_now() - t0);
+    return 0;
+}

@@ -1,0 +1,122 @@
+/* test_qrepack.c - repacked block-32 weights (kernels.h: "repacked
+ * weights"): qw_repack_q plus the plain-C twin matmul_qr give bitwise the
+ * reference matmul_q on the original rows; every level that has a
+ * matmul_qr kernel gives the twin's bits (odd k, n in {1..40}, sub-ranges
+ * that cut tiles, a token among others: batch invariance, nothing outside
+ * the range written, an unaligned W). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "test.h"
+#define TEST_RNG_SEED 0x7a11ed5eedc0ffeeull
+#include "test_rng.h"
+
+static const qw_dtype k_types[] = {QW_Q8_0, QW_Q4_0, QW_Q4_1, QW_Q5_0, QW_Q5_1, QW_Q4_K, QW_Q5_K, QW_Q6_K};
+#define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
+
+/* Random blocks with realistic binary16 scales (some 0) and, for the types
+ * with a min, negative minimums. */
+static void fill_blocks(uint8_t *w, int64_t nblocks, qw_dtype dt) {
+    const qw_type_traits *tt = qw_type(dt);
+    for (int64_t i = 0; i < nblocks * tt->bytes; i++) w[i] = (uint8_t)rnd();
+    for (int64_t b = 0; b < nblocks; b++) {
+        float d = (0.5f + 0.5f * fabsf(frand())) * ldexpf(1.0f, -(int)(rnd() % 6) - 6);
+        if (rnd() % 32 == 0) d = 0.0f;
+        uint16_t h = qw_f32_to_f16(d);
+        memcpy(w + b * tt->bytes + tt->d_off, &h, 2);
+        if (tt->m_off >= 0) {
+            h = qw_f32_to_f16(-8.0f * d * fabsf(frand()));
+            memcpy(w + b * tt->bytes + tt->m_off, &h, 2);
+        }
+    }
+}
+
+static void fill_x(float *x, int64_t k) {
+    for (int64_t i = 0; i < k; i++) x[i] = frand() * (rnd() % 64 == 0 ? 20.0f : 1.0f);
+    for (int64_t b = 0; b < k / 32; b++)
+        if (rnd() % 13 == 0) memset(x + 32 * b, 0, 32 * sizeof(float));
+}
+
+static void check_type(const qw_kernels *ref, qw_dtype dt) {
+    const char *tn = qw_dtype_name(dt);
+    const qw_kernels *twin = &kernels_qrepack_ref;
+    static const int64_t ks32[] = {32, 96, 288, 896, 4896}, ksk[] = {256, 768, 1536, 4864 + 256};
+    const int kq = qw_type(dt)->block == 256;
+    const int64_t *ks = kq ? ksk : ks32;
+    const size_t nks = kq ? sizeof ksk / sizeof ksk[0] : sizeof ks32 / sizeof ks32[0];
+    static const int64_t ns[] = {1, 2, 3, 5, 8, 15, 16, 17, 33, 40};
+    const int64_t ranges[][2] = {{0, 48}, {16, 32}, {1, 47}, {3, 8}, {5, 6}, {15, 17}, {47, 48}, {0, 16}, {20, 45}};
+    CHECK(qw_repack_ok(dt), "%s can be repacked", tn);
+    CHECK(twin->matmul_qr[dt] != NULL, "plain-C matmul_qr %s", tn);
+    for (size_t ki = 0; ki < nks; ki++) {
+        const int64_t k = ks[ki], rows = 48, nmax = 40, nb = k / qw_type(dt)->block, ldy = rows + 3;
+        const int64_t bytes = rows * nb * qw_type(dt)->bytes, rbytes = qw_repack_bytes(dt, rows, k);
+        const int64_t rq = qw_qa8_row_bytes(k), ldxq = rq + 8;
+        uint8_t *W = malloc((size_t)bytes), *raw = malloc((size_t)rbytes + 1), *R = raw + 1; /* odd address */
+        float *x = malloc((size_t)k * sizeof(float));
+        uint8_t *XQ = malloc((size_t)(nmax * ldxq));
+        float *yr = malloc((size_t)(nmax * rows) * sizeof(float)), *yt = malloc((size_t)(nmax * rows) * sizeof(float));
+        float *Y = malloc((size_t)(nmax * ldy) * sizeof(float));
+        fill_blocks(W, rows * nb, dt);
+        for (int64_t t = 0; t < nmax; t++) {
+            fill_x(x, k);
+            ref->quantize_qa8(XQ + t * ldxq, x, k);
+        }
+        memset(raw, 0xee, (size_t)rbytes + 1);
+        CHECK(rbytes == (kq && dt != QW_Q6_K ? rows * nb * (qw_type(dt)->bytes + 4) : bytes), "%s k=%lld: repacked size %lld", tn,
+              (long long)k, (long long)rbytes);
+        qw_repack_q(dt, R, W, rows, k);
+        ref->matmul_q[dt](yr, rows, XQ, ldxq, nmax, W, k, 0, rows);
+        twin->matmul_qr[dt](yt, rows, XQ, ldxq, nmax, R, k, 0, rows);
+        CHECK(memcmp(yr, yt, (size_t)(nmax * rows) * sizeof(float)) == 0,
+              "plain-C matmul_qr %s k=%lld on the repacked rows == ref matmul_q on the originals, bitwise", tn,
+              (long long)k);
+        /* the same bytes, rearranged: a byte changed in the copy changes a result */
+        for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
+        twin->matmul_qr[dt](yt, rows, XQ, ldxq, nmax, R, k, 0, rows);
+        CHECK(memcmp(yr, yt, (size_t)(nmax * rows) * sizeof(float)) != 0, "%s k=%lld: flipped repacked bytes are seen",
+              tn, (long long)k);
+        for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
+        const char *const *names = kernels_level_names();
+        for (int li = 0; names[li]; li++) {
+            const qw_kernels *L = kernels_level(names[li]);
+            if (!L || !L->matmul_qr[dt]) continue;
+            int bad = 0;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+                    int64_t n = ns[ni], o0 = ranges[ri][0], o1 = ranges[ri][1];
+                    int64_t tofs = n < nmax ? (int64_t)(rnd() % (uint64_t)(nmax - n + 1)) : 0;
+                    for (int64_t i = 0; i < nmax * ldy; i++) Y[i] = 12345.5f;
+                    L->matmul_qr[dt](Y, ldy, XQ + tofs * ldxq, ldxq, n, R, k, o0, o1);
+                    for (int64_t t = 0; t < n; t++) {
+                        if (memcmp(Y + t * ldy + o0, yr + (tofs + t) * rows + o0, (size_t)(o1 - o0) * sizeof(float)))
+                            bad++;
+                        for (int64_t o = 0; o < ldy; o++)
+                            if ((o < o0 || o >= o1) && Y[t * ldy + o] != 12345.5f) bad++;
+                    }
+                }
+            CHECK(bad == 0, "%s matmul_qr %s k=%lld: n in {1..40}, sub-ranges: bitwise ref, nothing outside (%d bad)",
+                  L->name, tn, (long long)k, bad);
+        }
+        free(W);
+        free(raw);
+        free(x);
+        free(XQ);
+        free(yr);
+        free(yt);
+        free(Y);
+    }
+}
+
+int main(void) {
+    const qw_kernels *ref = kernels_level("ref");
+    CHECK(!qw_repack_ok(QW_F32) && !qw_repack_ok(QW_BF16), "16-bit and float types are not repacked");
+    CHECK(ref->matmul_qr[QW_Q8_0] == NULL, "the ref level keeps matmul_q (no scalar matmul_qr in a table)");
+    const qw_kernels *a = kernels_level("avx512"), *a2 = kernels_level("avx2");
+    if (a && a2 && a->matmul_q[QW_Q8_0] != a2->matmul_q[QW_Q8_0]) /* the VNNI kernels are in */
+        CHECK(a->matmul_qr[QW_Q5_0] != NULL, "avx512 with VNNI has matmul_qr");
+    for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
+    return test_summary();
+}
