@@ -88,7 +88,9 @@ INLINE __m512 block_dot(int T, const __m512i w[8], __m512 d, __m512 m, const uin
     int32_t s;
     memcpy(&dx, xr + k + 4 * b, 4);
     memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
-    if (off_log2(T) >= 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(s << off_log2(T)));
+    /* s * 2^k, not s << k: s is negative as often as not (a left shift of
+     * a negative int is undefined in C; the vector shift is not). */
+    if (off_log2(T) >= 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(s * (1 << off_log2(T))));
     const __m512 vdx = _mm512_set1_ps(dx);
     acc = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(isum), acc);
     if (has_min(T)) acc = _mm512_fmadd_ps(_mm512_mul_ps(m, vdx), _mm512_set1_ps((float)s), acc);
