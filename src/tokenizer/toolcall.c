@@ -257,7 +257,7 @@ static int step(toolcall_parser *p, const toolcall_sink *k) {
             const char *c = find(h, n, CLOSE, CLOSE_LEN);
             if (p->block == B_HEAD) {
                 char *name;
-                size_t used;
+                size_t used = 0; /* set when head_match returns 1 */
                 int r = head_match(h, c ? (size_t)(c - h) : n, &name, &used);
                 if (r == -2) return -1;
                 if (r == 1) {
