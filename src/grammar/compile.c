@@ -26,6 +26,7 @@
 #define MAX_NFA_STATES 500000  /* per rule; ~10 MB while compiling */
 #define MAX_DFA_STATES 20000   /* 1 KiB of transitions each: 20 MB at most per grammar */
 #define MAX_REPEAT 10000
+#define MAX_GROUP_DEPTH 64 /* nested ( ) groups */
 
 /* ---- syntax tree ----------------------------------------------------- */
 
@@ -52,6 +53,7 @@ typedef struct parser {
     int n_rules, cap_rules;
     qw_err *err;
     int failed;
+    int depth; /* ( ) groups open now: the parser recurses once per group */
 } parser;
 
 static int grow(void **ptr, int *cap, int need, size_t elem) {
@@ -329,9 +331,14 @@ static int parse_seq(parser *ps, int nested) {
             if (el < 0) return -1;
             ps->nodes[el].a = r;
         } else if (c == '(') {
+            /* A request's grammar is untrusted: "((((..." must be an
+             * error, not one stack frame per byte until the stack ends. */
+            if (ps->depth >= MAX_GROUP_DEPTH) return perr(ps, "groups nested too deeply (at most 64)");
             ps->p++;
             skip_space(ps, 1);
+            ps->depth++;
             el = parse_alts(ps, 1);
+            ps->depth--;
             if (el < 0) return -1;
             if (ps->p >= ps->end || *ps->p != ')') return perr(ps, "expected ')'");
             ps->p++;

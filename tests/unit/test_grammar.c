@@ -105,6 +105,28 @@ static void test_gbnf_errors(void) {
               bad[i].want);
         grammar_release(g);
     }
+    /* Nested groups: 64 compile; 65, or 200,000 (a fuzzer's input overflowed
+     * the stack by recursion), are refused with a message. */
+    static const int depths[] = {64, 65, 200000};
+    for (size_t i = 0; i < sizeof depths / sizeof *depths; i++) {
+        int d = depths[i];
+        size_t len = 9 + 2 * (size_t)d + 3;
+        char *t = malloc(len + 1);
+        if (!t) continue;
+        memcpy(t, "root ::= ", 9);
+        memset(t + 9, '(', (size_t)d);
+        memcpy(t + 9 + d, "\"a\"", 3);
+        memset(t + 12 + d, ')', (size_t)d);
+        t[len] = 0;
+        qw_grammar *g = NULL;
+        qw_err err = {{0}};
+        int rc = grammar_compile_gbnf(&g, t, len, NULL, &err);
+        if (d <= 64) CHECK(rc == 0 && g, "%d nested groups compile: %s", d, err.msg);
+        else CHECK(rc == -1 && !g && strstr(err.msg, "nested too deeply"), "%d nested groups: rc %d, '%s'", d, rc,
+                   err.msg);
+        grammar_release(g);
+        free(t);
+    }
 }
 
 static const corpus SCHEMA_CASES[] = {
