@@ -48,6 +48,8 @@ static const struct family {
     {LV_AVX2, 0, &kernels_kquant_avx2},
     {LV_AVX2, 0, &kernels_attn_avx2},
     {LV_AVX2, 0, &kernels_elementwise_avx2},
+    {LV_AVX2, 0, &kernels_qrepack_avx2},
+    {LV_AVX2, QW_CPU_AVXVNNI, &kernels_qrepack_avxvnni},
     {LV_AVX512, 0, &kernels_matmul_avx512},
     {LV_AVX512, 0, &kernels_elementwise_avx512},
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_qdot_avx512vnni},

@@ -23,7 +23,7 @@
  *   attn/         fused attention
  *   elementwise/  rmsnorm, silu_mul, add
  * A SIMD file defines its table only on its architecture (the Makefile
- * gives *_avx2.c, *_avx512.c, *_avx512vnni.c, *_avx512bf16.c their flags
+ * gives *_avx2.c, *_avxvnni.c, *_avx512.c, *_avx512vnni.c, *_avx512bf16.c their flags
  * on x86-64); init.c installs it only where cpu.c saw the level and, for
  * the instruction families (VNNI, BF16), that family's own CPUID bit. */
 extern const qw_kernels kernels_matmul_ref, kernels_bf16act_ref, kernels_qdot_ref, kernels_kquant_ref, kernels_attn_ref,
@@ -35,6 +35,8 @@ extern const qw_kernels kernels_qrepack_ref;
 #if defined(__x86_64__)
 extern const qw_kernels kernels_matmul_avx2, kernels_qdot_avx2, kernels_kquant_avx2, kernels_attn_avx2,
     kernels_elementwise_avx2;
+extern const qw_kernels kernels_qrepack_avx2;
+extern const qw_kernels kernels_qrepack_avxvnni; /* QW_CPU_AVXVNNI */
 extern const qw_kernels kernels_matmul_avx512, kernels_elementwise_avx512;
 extern const qw_kernels kernels_qdot_avx512vnni, kernels_kquant_avx512vnni; /* QW_CPU_AVX512VNNI */
 extern const qw_kernels kernels_qrepack_avx512vnni;                         /* QW_CPU_AVX512VNNI */

@@ -3,7 +3,7 @@
  * reference matmul_q on the original rows; every level that has a
  * matmul_qr kernel gives the twin's bits (odd k, n in {1..40}, sub-ranges
  * that cut tiles, a token among others: batch invariance, nothing outside
- * the range written, an unaligned W). */
+ * the range written, an unaligned W), and sees flipped weight bytes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,10 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
     const int64_t *ks = kq ? ksk : ks32;
     const size_t nks = kq ? sizeof ksk / sizeof ksk[0] : sizeof ks32 / sizeof ks32[0];
     static const int64_t ns[] = {1, 2, 3, 5, 8, 15, 16, 17, 33, 40};
-    const int64_t ranges[][2] = {{0, 48}, {16, 32}, {1, 47}, {3, 8}, {5, 6}, {15, 17}, {47, 48}, {0, 16}, {20, 45}};
+    /* whole tiles, parts of one, across tiles; and for the ymm kernels'
+     * 8-row halves: one half alone, parts of either, across the two */
+    const int64_t ranges[][2] = {{0, 48}, {16, 32}, {1, 47}, {3, 8},  {5, 6},   {15, 17}, {47, 48},
+                                 {0, 16}, {20, 45}, {8, 16}, {0, 8}, {7, 9},  {24, 40}, {41, 48}};
     CHECK(qw_repack_ok(dt), "%s can be repacked", tn);
     CHECK(twin->matmul_qr[dt] != NULL, "plain-C matmul_qr %s", tn);
     for (size_t ki = 0; ki < nks; ki++) {
@@ -99,6 +102,12 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
                 }
             CHECK(bad == 0, "%s matmul_qr %s k=%lld: n in {1..40}, sub-ranges: bitwise ref, nothing outside (%d bad)",
                   L->name, tn, (long long)k, bad);
+            /* the comparison can fail: the level's kernel on flipped bytes differs */
+            for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
+            L->matmul_qr[dt](yt, rows, XQ, ldxq, nmax, R, k, 0, rows);
+            CHECK(memcmp(yr, yt, (size_t)(nmax * rows) * sizeof(float)) != 0,
+                  "%s matmul_qr %s k=%lld: flipped repacked bytes are seen", L->name, tn, (long long)k);
+            for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
         }
         free(W);
         free(raw);
@@ -116,7 +125,11 @@ int main(void) {
     CHECK(ref->matmul_qr[QW_Q8_0] == NULL, "the ref level keeps matmul_q (no scalar matmul_qr in a table)");
     const qw_kernels *a = kernels_level("avx512"), *a2 = kernels_level("avx2");
     if (a && a2 && a->matmul_q[QW_Q8_0] != a2->matmul_q[QW_Q8_0]) /* the VNNI kernels are in */
-        CHECK(a->matmul_qr[QW_Q5_0] != NULL, "avx512 with VNNI has matmul_qr");
+        CHECK(a->matmul_qr[QW_Q5_0] != NULL && a->matmul_qr[QW_Q5_0] != a2->matmul_qr[QW_Q5_0],
+              "avx512 with VNNI has matmul_qr of its own");
+    if (a2) /* so the loop below runs qrepack_avx2.c (or qrepack_avxvnni.c) on the avx2 level */
+        for (int ti = 0; ti < 5; ti++)
+            CHECK(a2->matmul_qr[k_types[ti]] != NULL, "avx2 has matmul_qr %s", qw_dtype_name(k_types[ti]));
     for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
     return test_summary();
 }

@@ -396,9 +396,10 @@ static void check_repack_wanted(void) {
     CHECK(model_repack_wanted(QW_PRECISION_FAST) == 0, "QWENC_REPACK=0: off");
     unsetenv("QWENC_REPACK");
     qw_mat q4k = {(const void *)"x", QW_Q4_K, 32, 256, NULL}, q80 = {(const void *)"x", QW_Q8_0, 32, 64, NULL};
-    int vnni = kernels()->matmul_qr[QW_Q4_K] != NULL;
-    CHECK(!model_repackable(&q4k, QW_REPACK_BLOCK32) && model_repackable(&q4k, QW_REPACK_ALL) == vnni &&
-              model_repackable(&q80, QW_REPACK_BLOCK32) == vnni && !model_repackable(&q80, 0),
+    /* avx2 has matmul_qr for the block-32 types only, avx512 with VNNI for the K-quants too */
+    const int qr_k = kernels()->matmul_qr[QW_Q4_K] != NULL, qr_32 = kernels()->matmul_qr[QW_Q8_0] != NULL;
+    CHECK(!model_repackable(&q4k, QW_REPACK_BLOCK32) && model_repackable(&q4k, QW_REPACK_ALL) == qr_k &&
+              model_repackable(&q80, QW_REPACK_BLOCK32) == qr_32 && !model_repackable(&q80, 0),
           "model_repackable: K-quants only with QW_REPACK_ALL, only where the level has matmul_qr");
 }
 

@@ -34,16 +34,6 @@ INLINE __m256i nibbles(const uint8_t *q) {
     return _mm256_and_si256(w, _mm256_set1_epi8(15));
 }
 
-/* 16 where bit j of qh is set, byte j; else 0. */
-INLINE __m256i high_bits(uint32_t qh) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
-                                            3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
-    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-    return _mm256_and_si256(v, _mm256_set1_epi8(16));
-}
-
 /* One block's 32 weights (Q8_0: signed; others unsigned), reading only the block. */
 INLINE __m256i unpack(int T, const uint8_t *w) {
     switch (T) {

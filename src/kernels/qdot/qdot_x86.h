@@ -1,9 +1,10 @@
-/* qdot_x86.h - private to qdot_avx2.c and qdot_avx512vnni.c: what their
- * block-32 integer kernels share (the types' sizes from the traits table,
- * unaligned loads, a group's scales, the final tree). Each file includes it
- * once, compiled with its own ISA flags, then defines its own weight and
- * token groups and their dot product, and includes qdot_x86_decode.h for
- * the decode loop over them.
+/* qdot_x86.h - private to the x86 block-32 integer kernels (qdot_avx2.c,
+ * qdot_avx512vnni.c, qrepack_*.c): what they share (the types' sizes from
+ * the traits table, unaligned loads, the Q5 high bits, a group's scales,
+ * the final tree). Each file includes it once, compiled with its own ISA
+ * flags; the qdot files then define their own weight and token groups and
+ * their dot product, and include qdot_x86_decode.h for the decode loop
+ * over them.
  */
 #ifndef QW_QDOT_X86_H
 #define QW_QDOT_X86_H
@@ -38,6 +39,17 @@ INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
                           (short)qw_u16_at(w + 3 * B + off), (short)qw_u16_at(w + 4 * B + off),
                           (short)qw_u16_at(w + 5 * B + off), (short)qw_u16_at(w + 6 * B + off),
                           (short)qw_u16_at(w + 7 * B + off));
+}
+
+/* 16 where bit j of qh is set, byte j; else 0 (the Q5 types' high bits:
+ * qdot_avx2.c per block, qrepack_avx2.c per half tile vector). */
+INLINE __m256i high_bits(uint32_t qh) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                            3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(16));
 }
 
 /* d (and m) of a partial group of nbl (1..7) blocks, 0 in the absent

@@ -23,25 +23,16 @@
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "kernels/qdot/qdot_x86.h"
+#include "kernels/qdot/qrepack_x86.h"
 
-#define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
+#define TB QR_TB /* tokens per block */
 
-#define TB 16             /* tokens per block */
-#define PF_TILES 2        /* prefetch this many tile blocks ahead */
-
-INLINE int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
-INLINE int has_min(int T) { return qw_type((qw_dtype)T)->m_off >= 0; }
-INLINE int has_qh(int T) { return qw_type((qw_dtype)T)->qh_off >= 0; }
-/* Offsets in a tile block (qrepack_ref.c's layout). */
-INLINE int off_m(int T) { return 32; }
-INLINE int off_qh(int T) { return has_min(T) ? 64 : 32; }
-INLINE int off_q(int T) { return off_qh(T) + (has_qh(T) ? 64 : 0); }
-/* log2 of what sum(w_unsigned * qx) exceeds isum by, in units of s (-1: nothing). */
-INLINE int off_log2(int T) {
-    const int z = T == QW_Q8_0 ? 128 : qw_type((qw_dtype)T)->zero;
-    return z == 128 ? 7 : z == 16 ? 4 : z == 8 ? 3 : -1;
+/* The rows of tile r that [o0, o1) covers, as a store mask. */
+INLINE __mmask16 tile_keep(int64_t r, int64_t o0, int64_t o1) {
+    int lo, hi;
+    tile_rows(r, o0, o1, &lo, &hi);
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
 
 /* A tile block's 8 weight vectors (lane i: 4 unsigned weights of row i). */
@@ -117,7 +108,7 @@ INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, in
             const uint8_t *tb = tile + (g + i) * S;
             UNROLL
             for (int off = 0; off < S; off += 64)
-                _mm_prefetch((const char *)(tb + PF_TILES * S + off), _MM_HINT_T0);
+                _mm_prefetch((const char *)(tb + QR_PF_TILES * S + off), _MM_HINT_T0);
             __m512i w[8];
             unpack(T, tb, w);
             __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
@@ -141,7 +132,7 @@ INLINE void tile_many(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ld
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tb = tile + b * S;
         UNROLL
-        for (int off = 0; off < S; off += 64) _mm_prefetch((const char *)(tb + PF_TILES * S + off), _MM_HINT_T0);
+        for (int off = 0; off < S; off += 64) _mm_prefetch((const char *)(tb + QR_PF_TILES * S + off), _MM_HINT_T0);
         __m512i w[8];
         unpack(T, tb, w);
         __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
@@ -160,8 +151,7 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
     const uint8_t *X = XQ;
     for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
         const int64_t base = r * QW_RP_ROWS;
-        const int64_t lo = o0 > base ? o0 - base : 0, hi = o1 < base + QW_RP_ROWS ? o1 - base : QW_RP_ROWS;
-        const __mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const __mmask16 keep = tile_keep(r, o0, o1);
         const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
         for (int64_t t0 = 0; t0 < n; t0 += TB) {
             const int NT = n - t0 < TB ? (int)(n - t0) : TB;
@@ -267,8 +257,7 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
     const uint8_t *X = XQ;
     for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
         const int64_t base = r * QW_RP_ROWS;
-        const int64_t lo = o0 > base ? o0 - base : 0, hi = o1 < base + QW_RP_ROWS ? o1 - base : QW_RP_ROWS;
-        const __mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const __mmask16 keep = tile_keep(r, o0, o1);
         const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
         for (int64_t t0 = 0; t0 < n; t0 += TB) {
             const int NT = n - t0 < TB ? (int)(n - t0) : TB;
@@ -388,8 +377,7 @@ static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
         for (int64_t t = 0; t < n; t++) half_sums(xs + t * ldxs, X + t * ldxq, nb);
     for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
         const int64_t base = r * QW_RP_ROWS;
-        const int64_t lo = o0 > base ? o0 - base : 0, hi = o1 < base + QW_RP_ROWS ? o1 - base : QW_RP_ROWS;
-        const __mmask16 keep = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const __mmask16 keep = tile_keep(r, o0, o1);
         const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
         for (int64_t t0 = 0; t0 < n; t0 += tbn) {
             const int NT = n - t0 < tbn ? (int)(n - t0) : (int)tbn;
