@@ -43,6 +43,7 @@ extern const qw_kernels kernels_qrepack_avx512vnni;                         /* Q
 extern const qw_kernels kernels_bf16act_avx512bf16;                        /* QW_CPU_AVX512BF16 */
 #elif defined(__aarch64__)
 extern const qw_kernels kernels_matmul_neon, kernels_qdot_neon, kernels_attn_neon, kernels_elementwise_neon;
+extern const qw_kernels kernels_qrepack_neon;
 #endif
 
 /* The calling thread's scratch for a kernel's working set that does not

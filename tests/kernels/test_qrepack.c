@@ -127,9 +127,15 @@ int main(void) {
     if (a && a2 && a->matmul_q[QW_Q8_0] != a2->matmul_q[QW_Q8_0]) /* the VNNI kernels are in */
         CHECK(a->matmul_qr[QW_Q5_0] != NULL && a->matmul_qr[QW_Q5_0] != a2->matmul_qr[QW_Q5_0],
               "avx512 with VNNI has matmul_qr of its own");
-    if (a2) /* so the loop below runs qrepack_avx2.c (or qrepack_avxvnni.c) on the avx2 level */
+    /* every SIMD level has a kernel for the block-32 types (avx2: qrepack_avx2.c
+     * or qrepack_avxvnni.c; neon: qrepack_neon.c), so the loop below runs it */
+    const char *const *names = kernels_level_names();
+    for (int li = 0; names[li]; li++) {
+        const qw_kernels *L = kernels_level(names[li]);
+        if (!L || L == ref) continue;
         for (int ti = 0; ti < 5; ti++)
-            CHECK(a2->matmul_qr[k_types[ti]] != NULL, "avx2 has matmul_qr %s", qw_dtype_name(k_types[ti]));
+            CHECK(L->matmul_qr[k_types[ti]] != NULL, "%s has matmul_qr %s", L->name, qw_dtype_name(k_types[ti]));
+    }
     for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
     return test_summary();
 }

@@ -12,19 +12,7 @@
 #include "kernels/kernels_impl.h"
 
 #if defined(__aarch64__)
-#include <arm_neon.h>
-
-static inline int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
-static inline int blk_off(int T) { return qw_type((qw_dtype)T)->zero; }
-static inline int has_min(int T) { return qw_type((qw_dtype)T)->m_off >= 0; }
-
-/* 16 bytes whose byte j is 16 where bit j of the 16-bit field h is set. */
-static inline uint8x16_t high16(uint32_t h) {
-    static const uint8_t bits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    uint8x16_t v = vcombine_u8(vdup_n_u8((uint8_t)(h & 0xff)), vdup_n_u8((uint8_t)(h >> 8)));
-    uint8x16_t set = vtstq_u8(v, vld1q_u8(bits));
-    return vandq_u8(set, vdupq_n_u8(16));
-}
+#include "kernels/qdot/qdot_neon.h"
 
 /* One block's 32 weights as int8 (lo: weights 0..15, hi: 16..31). */
 static inline void unpack(int T, const uint8_t *w, int8x16_t *lo, int8x16_t *hi) {

@@ -42,7 +42,7 @@ INLINE __m128i f16x8(const uint8_t *w, int B, int off) {
 }
 
 /* 16 where bit j of qh is set, byte j; else 0 (the Q5 types' high bits:
- * qdot_avx2.c per block, qrepack_avx2.c per half tile vector). */
+ * qdot_avx2.c per block, qrepack_ymm.h per part of a tile vector). */
 INLINE __m256i high_bits(uint32_t qh) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
                                             3, 3, 3, 3, 3, 3, 3, 3);

@@ -3,7 +3,7 @@
  * "repacked weights"; the layout is qrepack_ref.c's, whose float steps it
  * reproduces bit for bit). The avx2 level's entries, and the avx512
  * level's where the CPU lacks AVX512-VNNI. The tile loops are
- * qrepack_x86_ymm.h's; this file gives them the block dot product.
+ * qrepack_tiles.h's; this file gives them the block dot product.
  *
  * vpmaddubsw (unsigned x signed bytes, pairs summed into int16) saturates,
  * so every int16 it makes, and every int16 sum of them, must stay inside
@@ -21,16 +21,17 @@
 
 #if defined(__x86_64__)
 #include "kernels/qdot/qdot_x86.h"
-#include "kernels/qdot/qrepack_x86.h"
+#include "kernels/qdot/qrepack_layout.h"
+#include "kernels/qdot/qrepack_ymm.h"
 
-/* Half a tile block's weights: a = what vpmaddubsw takes as unsigned
+/* Part p of a tile block's weights: a = what vpmaddubsw takes as unsigned
  * (Q8_0: |q|), q = Q8_0's signed weights (for the sign of x). */
 typedef struct {
     __m256i a[8], q[8];
 } qr_w;
 
-INLINE void load_half(int T, const uint8_t *tb, int h, qr_w *w) {
-    unpack_half_u(T, tb, h, w->a);
+INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
+    unpack_part_u(T, tb, p, w->a);
     if (T == QW_Q8_0) {
         UNROLL
         for (int j = 0; j < 8; j++) {
@@ -43,7 +44,7 @@ INLINE void load_half(int T, const uint8_t *tb, int h, qr_w *w) {
 /* Activation dword j of the block (4 quants), in every lane. */
 INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int)ld_u32(xq + 4 * j)); }
 
-INLINE __m256i half_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
+INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     const __m256i ones = _mm256_set1_epi16(1);
     if (T == QW_Q8_0) {
         __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -69,7 +70,7 @@ INLINE __m256i half_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     return isum;
 }
 
-#define QR_YMM_TABLE kernels_qrepack_avx2
-#include "kernels/qdot/qrepack_x86_ymm.h"
+#define QR_TABLE kernels_qrepack_avx2
+#include "kernels/qdot/qrepack_tiles.h"
 
 #endif

@@ -24,7 +24,7 @@
 
 #if defined(__x86_64__)
 #include "kernels/qdot/qdot_x86.h"
-#include "kernels/qdot/qrepack_x86.h"
+#include "kernels/qdot/qrepack_layout.h"
 
 #define TB QR_TB /* tokens per block */
 

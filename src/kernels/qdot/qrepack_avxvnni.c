@@ -4,7 +4,7 @@
  * unsigned x signed byte products into an int32 lane without saturating,
  * so the stored weights (Q8_0's q + 128 too) go in as they are and the
  * offset comes off once, as in qrepack_avx512vnni.c. The tile loops are
- * qrepack_x86_ymm.h's, shared with qrepack_avx2.c.
+ * qrepack_tiles.h's, shared with qrepack_avx2.c.
  *
  * Not run on the development machine (a Zen 4: AVX-512 VNNI but no
  * AVX-VNNI; qemu-user 7.2 lacks it too), only compiled; the checker
@@ -14,15 +14,16 @@
 
 #if defined(__x86_64__)
 #include "kernels/qdot/qdot_x86.h"
-#include "kernels/qdot/qrepack_x86.h"
+#include "kernels/qdot/qrepack_layout.h"
+#include "kernels/qdot/qrepack_ymm.h"
 
 typedef struct {
     __m256i u[8];
 } qr_w;
 
-INLINE void load_half(int T, const uint8_t *tb, int h, qr_w *w) { unpack_half_u(T, tb, h, w->u); }
+INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) { unpack_part_u(T, tb, p, w->u); }
 
-INLINE __m256i half_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
+INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
     UNROLL
     for (int j = 0; j < 8; j += 2) { /* two chains: half the latency */
@@ -35,7 +36,7 @@ INLINE __m256i half_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     return isum;
 }
 
-#define QR_YMM_TABLE kernels_qrepack_avxvnni
-#include "kernels/qdot/qrepack_x86_ymm.h"
+#define QR_TABLE kernels_qrepack_avxvnni
+#include "kernels/qdot/qrepack_tiles.h"
 
 #endif

@@ -1,0 +1,102 @@
+/* qrepack_neon.c - matmul_qr on arm64 NEON: the integer path of the
+ * block-32 types on repacked weights (kernels.h: "repacked weights"; the
+ * layout is qrepack_ref.c's, whose float steps it reproduces bit for bit).
+ * The tile loops are qrepack_tiles.h's, over four parts of 4 rows (part p:
+ * the 16 bytes at 16p of each 64-byte weight vector, int32 lane i of row
+ * 4p + i); this file gives them the block dot product.
+ *
+ * The weights go in as int8: the nibble types' 0..31 as they are (the
+ * zero of Q4_0 / Q5_0 comes off once per block through the activation sum
+ * s), Q8_0's stored q + 128 back to q (^ 0x80, so its sum is the isum
+ * directly). sdot (vdotq_s32) where the compiler targets the dot-product
+ * extension (__ARM_FEATURE_DOTPROD, as qdot_neon.c), else widening
+ * vmull_s8 and pairwise adds: a pair of products is at most 2 * 128 * 127
+ * = 32512, so its int16 sum is exact, and vpadalq_s16 adds each row's two
+ * pairs into its int32 lane.
+ */
+#include "kernels/kernels_impl.h"
+
+#if defined(__aarch64__)
+#include "kernels/qdot/qdot_neon.h"
+#include "kernels/qdot/qrepack_layout.h"
+
+#define QR_PARTS 4
+typedef float32x4_t qr_vf;
+
+INLINE qr_vf vf_zero(void) { return vdupq_n_f32(0.0f); }
+INLINE qr_vf vf_set1(float x) { return vdupq_n_f32(x); }
+INLINE qr_vf vf_add(qr_vf a, qr_vf b) { return vaddq_f32(a, b); }
+INLINE qr_vf vf_mul(qr_vf a, qr_vf b) { return vmulq_f32(a, b); }
+INLINE qr_vf vf_fmadd(qr_vf a, qr_vf b, qr_vf c) { return vfmaq_f32(c, a, b); } /* a b + c, one rounding */
+INLINE qr_vf vf_of_i32(int32x4_t v) { return vcvtq_f32_s32(v); }
+/* Part p's 4 binary16 of the 16 at p16 (d or m), as floats. */
+INLINE qr_vf vf_f16(const uint8_t *p16, int p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)(p16 + 8 * p))));
+}
+
+/* Rows [lo, hi) of part p's 4 (y: the tile's first row). */
+INLINE void store_part(float *y, int p, int lo, int hi, qr_vf v) {
+    if (lo <= 4 * p && hi >= 4 * p + 4) {
+        vst1q_f32(y + 4 * p, v);
+        return;
+    }
+    float r[4];
+    vst1q_f32(r, v);
+    for (int i = 0; i < 4; i++)
+        if (4 * p + i >= lo && 4 * p + i < hi) y[4 * p + i] = r[i];
+}
+
+/* Part p of a tile block's 8 weight vectors as int8. */
+typedef struct {
+    int8x16_t q[8];
+} qr_w;
+
+INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
+    const uint8_t *q = tb + off_q(T) + 16 * p;
+    if (T == QW_Q8_0) {
+        UNROLL
+        for (int j = 0; j < 8; j++) w->q[j] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(q + 64 * j), vdupq_n_u8(0x80)));
+        return;
+    }
+    UNROLL
+    for (int v = 0; v < 4; v++) { /* low nibbles: vector 2v, high: 2v + 1 */
+        const uint8x16_t z = vld1q_u8(q + 64 * v);
+        uint8x16_t lo = vandq_u8(z, vdupq_n_u8(15)), hi = vshrq_n_u8(z, 4);
+        if (has_qh(T)) { /* mask j's bits 16p..16p+15: byte n of the part is bit 16p + n */
+            lo = vorrq_u8(lo, high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v) + 2 * p)));
+            hi = vorrq_u8(hi, high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v + 1) + 2 * p)));
+        }
+        w->q[2 * v] = vreinterpretq_s8_u8(lo);
+        w->q[2 * v + 1] = vreinterpretq_s8_u8(hi);
+    }
+}
+
+/* acc lane i += the 4 products of row i's weights with activation dword x. */
+INLINE int32x4_t dot4(int32x4_t acc, int8x16_t w, uint32_t x) {
+    const int8x16_t xv = vreinterpretq_s8_u32(vdupq_n_u32(x));
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, w, xv);
+#else
+    return vpadalq_s16(acc, vpaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(xv)), vmull_high_s8(w, xv)));
+#endif
+}
+
+INLINE int32x4_t part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
+    int32x4_t p0 = vdupq_n_s32(0), p1 = vdupq_n_s32(0);
+    UNROLL
+    for (int j = 0; j < 8; j += 2) { /* two chains */
+        uint32_t a, c;
+        memcpy(&a, xq + 4 * j, 4);
+        memcpy(&c, xq + 4 * j + 4, 4);
+        p0 = dot4(p0, w->q[j], a);
+        p1 = dot4(p1, w->q[j + 1], c);
+    }
+    int32x4_t isum = vaddq_s32(p0, p1);
+    if (T != QW_Q8_0 && blk_off(T)) isum = vsubq_s32(isum, vdupq_n_s32(s * blk_off(T)));
+    return isum;
+}
+
+#define QR_TABLE kernels_qrepack_neon
+#include "kernels/qdot/qrepack_tiles.h"
+
+#endif

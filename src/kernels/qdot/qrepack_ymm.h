@@ -1,0 +1,58 @@
+/* qrepack_ymm.h - private to qrepack_avx2.c and qrepack_avxvnni.c: a
+ * 16-row tile block as two ymm parts of 8 rows (part p: the 32 bytes at
+ * 32p of each 64-byte weight vector, rows 8p..8p+7, int32 lane i of row
+ * 8p + i), and the float vector of a part for qrepack_tiles.h. Included
+ * after qdot_x86.h and qrepack_layout.h.
+ */
+#ifndef QW_QREPACK_YMM_H
+#define QW_QREPACK_YMM_H
+
+#define QR_PARTS 2
+typedef __m256 qr_vf;
+
+/* Part p's 8 weight vectors as stored, unsigned (lane: 4 weights of a
+ * row; Q8_0: q + 128; the others: nibble plus 16 for a set high bit). */
+INLINE void unpack_part_u(int T, const uint8_t *tb, int p, __m256i u[8]) {
+    const uint8_t *q = tb + off_q(T) + 32 * p;
+    if (T == QW_Q8_0) {
+        UNROLL
+        for (int j = 0; j < 8; j++) u[j] = _mm256_loadu_si256((const __m256i *)(const void *)(q + 64 * j));
+        return;
+    }
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    UNROLL
+    for (int v = 0; v < 4; v++) { /* low nibbles: vector 2v, high: 2v + 1 */
+        const __m256i z = _mm256_loadu_si256((const __m256i *)(const void *)(q + 64 * v));
+        u[2 * v] = _mm256_and_si256(z, lo4);
+        u[2 * v + 1] = _mm256_and_si256(_mm256_srli_epi16(z, 4), lo4);
+    }
+    if (has_qh(T)) { /* mask j's bits 32p..32p+31: byte n of the part is bit 32p + n */
+        UNROLL
+        for (int j = 0; j < 8; j++) u[j] = _mm256_or_si256(u[j], high_bits(ld_u32(tb + off_qh(T) + 8 * j + 4 * p)));
+    }
+}
+
+INLINE qr_vf vf_zero(void) { return _mm256_setzero_ps(); }
+INLINE qr_vf vf_set1(float x) { return _mm256_set1_ps(x); }
+INLINE qr_vf vf_add(qr_vf a, qr_vf b) { return _mm256_add_ps(a, b); }
+INLINE qr_vf vf_mul(qr_vf a, qr_vf b) { return _mm256_mul_ps(a, b); }
+INLINE qr_vf vf_fmadd(qr_vf a, qr_vf b, qr_vf c) { return _mm256_fmadd_ps(a, b, c); } /* a b + c, one rounding */
+INLINE qr_vf vf_of_i32(__m256i v) { return _mm256_cvtepi32_ps(v); }
+/* Part p's 8 binary16 of the 16 at p16 (d or m), as floats. */
+INLINE qr_vf vf_f16(const uint8_t *p16, int p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p16 + 16 * p)));
+}
+
+/* Rows [lo, hi) of part p's 8 (y: the tile's first row). */
+INLINE void store_part(float *y, int p, int lo, int hi, qr_vf v) {
+    if (lo <= 8 * p && hi >= 8 * p + 8) {
+        _mm256_storeu_ps(y + 8 * p, v);
+        return;
+    }
+    const __m256i row = _mm256_add_epi32(_mm256_set1_epi32(8 * p), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i keep = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(lo), row),
+                                             _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), row));
+    _mm256_maskstore_ps(y + 8 * p, keep, v);
+}
+
+#endif
