@@ -8,16 +8,24 @@
  * The weights go in as int8: the nibble types' 0..31 as they are (the
  * zero of Q4_0 / Q5_0 comes off once per block through the activation sum
  * s), Q8_0's stored q + 128 back to q (^ 0x80, so its sum is the isum
- * directly). sdot (vdotq_s32) where the compiler targets the dot-product
- * extension (__ARM_FEATURE_DOTPROD, as qdot_neon.c), else widening
- * vmull_s8 and pairwise adds: a pair of products is at most 2 * 128 * 127
- * = 32512, so its int16 sum is exact, and vpadalq_s16 adds each row's two
- * pairs into its int32 lane.
+ * directly), multiplied by qdot_neon.h's qw_neon_dot4x4: sdot where the
+ * compiler targets the dot-product extension, else widening vmull_s8 and
+ * pairwise adds (a pair of products is at most 2 * 128 * 127 = 32512, so
+ * its int16 sum is exact), one row's 4 products per int32 lane.
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__aarch64__)
+#include <arm_neon.h>
+
 #include "kernels/qdot/qdot_neon.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+INLINE int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
+INLINE int blk_off(int T) { return qw_type((qw_dtype)T)->zero; }
+INLINE int has_min(int T) { return qw_type((qw_dtype)T)->m_off >= 0; }
+
 #include "kernels/qdot/qrepack_layout.h"
 
 #define QR_PARTS 4
@@ -63,8 +71,8 @@ INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
         const uint8x16_t z = vld1q_u8(q + 64 * v);
         uint8x16_t lo = vandq_u8(z, vdupq_n_u8(15)), hi = vshrq_n_u8(z, 4);
         if (has_qh(T)) { /* mask j's bits 16p..16p+15: byte n of the part is bit 16p + n */
-            lo = vorrq_u8(lo, high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v) + 2 * p)));
-            hi = vorrq_u8(hi, high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v + 1) + 2 * p)));
+            lo = vorrq_u8(lo, qw_neon_high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v) + 2 * p)));
+            hi = vorrq_u8(hi, qw_neon_high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v + 1) + 2 * p)));
         }
         w->q[2 * v] = vreinterpretq_s8_u8(lo);
         w->q[2 * v + 1] = vreinterpretq_s8_u8(hi);
@@ -73,12 +81,7 @@ INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
 
 /* acc lane i += the 4 products of row i's weights with activation dword x. */
 INLINE int32x4_t dot4(int32x4_t acc, int8x16_t w, uint32_t x) {
-    const int8x16_t xv = vreinterpretq_s8_u32(vdupq_n_u32(x));
-#if defined(__ARM_FEATURE_DOTPROD)
-    return vdotq_s32(acc, w, xv);
-#else
-    return vpadalq_s16(acc, vpaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(xv)), vmull_high_s8(w, xv)));
-#endif
+    return qw_neon_dot4x4(acc, w, vreinterpretq_s8_u32(vdupq_n_u32(x)));
 }
 
 INLINE int32x4_t part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
