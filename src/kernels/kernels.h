@@ -195,7 +195,10 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
  * mn[8][16] (the 6-bit scales and mins of sub-block j, row i, one byte
  * each), Q5_K's qh[8][8] masks (sub-block j's, as above), then per
  * sub-block j the 4 nibble vectors as above: 148 (Q5_K 180) bytes per row
- * and super-block instead of 144 (176).
+ * and super-block instead of 144 (176). Q6_K: d[16] (binary16) and 32
+ * bytes of padding, its int8 scales sc[16][16], per sub-block its high
+ * 2-bit planes, then its low-nibble vectors (qrepack_ref.c): 212 bytes per
+ * row and super-block instead of 210, every tile block whole 64-byte lines.
  * qw_repack_q: the plain-C conversion (once at load), rows % QW_RP_ROWS
  * == 0 and k a whole number of the type's blocks; qw_repack_ok: the types
  * it takes; qw_repack_bytes: the size of the copy.

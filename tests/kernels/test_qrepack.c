@@ -65,7 +65,9 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
             ref->quantize_qa8(XQ + t * ldxq, x, k);
         }
         memset(raw, 0xee, (size_t)rbytes + 1);
-        CHECK(rbytes == (kq && dt != QW_Q6_K ? rows * nb * (qw_type(dt)->bytes + 4) : bytes), "%s k=%lld: repacked size %lld", tn,
+        /* K-quants: Q4_K / Q5_K scales and mins as bytes (+4 per row and
+         * super-block), Q6_K 2 bytes of padding (whole 64-byte lines) */
+        CHECK(rbytes == (kq ? rows * nb * (qw_type(dt)->bytes + (dt == QW_Q6_K ? 2 : 4)) : bytes), "%s k=%lld: repacked size %lld", tn,
               (long long)k, (long long)rbytes);
         qw_repack_q(dt, R, W, rows, k);
         ref->matmul_q[dt](yr, rows, XQ, ldxq, nmax, W, k, 0, rows);
