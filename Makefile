@@ -21,7 +21,7 @@ CFLAGS_BASE = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_DARWIN_C_S
               $(WERROR) $(OPT) -g -pthread -Isrc $(SAN)
 
 # Libraries, found with pkg-config (Debian and Homebrew both ship .pc files).
-PKGS     = libcjson jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libedit
+PKGS     = libcjson jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libcrypto libedit
 PKG_CFLAGS := $(shell $(PKG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG) --libs $(PKGS) 2>/dev/null)
 CFLAGS  += $(CFLAGS_BASE) $(PKG_CFLAGS)

@@ -55,9 +55,9 @@ t_start=$(date +%s)
 
 # ---------------------------------------------------------------------------
 say "1/5 build dependencies"
-PC_LIBS="libcjson jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libedit"
-APT_PKGS="build-essential pkg-config xz-utils libcjson-dev libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libedit-dev"
-BREW_PKGS="pkg-config xz cjson jansson pcre2 utf8proc libmicrohttpd curl libedit"
+PC_LIBS="libcjson jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libcrypto libedit"
+APT_PKGS="build-essential pkg-config xz-utils libcjson-dev libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libedit-dev"
+BREW_PKGS="pkg-config xz cjson jansson pcre2 utf8proc libmicrohttpd curl openssl@3 libedit"
 
 missing_deps() {
   local m=""
@@ -80,8 +80,8 @@ else
     if command -v brew >/dev/null 2>&1; then
       echo "installing with Homebrew: $BREW_PKGS"
       brew install $BREW_PKGS
-      # Homebrew's keg-only libraries (curl, libedit) are found through PKG_CONFIG_PATH.
-      for k in curl libedit; do
+      # Homebrew's keg-only libraries (curl, openssl@3, libedit) are found through PKG_CONFIG_PATH.
+      for k in curl openssl@3 libedit; do
         p=$(brew --prefix "$k" 2>/dev/null)/lib/pkgconfig
         [ -d "$p" ] && export PKG_CONFIG_PATH="$p${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
       done

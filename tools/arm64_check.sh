@@ -6,7 +6,8 @@
 # Usage: tools/arm64_check.sh [tests/<group>/test_x.c ...]
 #   default: tests/kernels/test_kernels.c, test_quant.c, test_kquant.c, test_qdot.c, test_qdot_kquant.c, test_qrepack.c,
 #   test_cpu.c and
-#   tests/unit/test_pool.c.
+#   tests/unit/test_pool.c; then test_qdot and test_qdot_kquant again built
+#   with the dot-product extension.
 # Each test is linked statically with src/base, src/kernels (and its op-family
 # folders) and src/runtime
 # (no external libraries), plus any extra sources in $ARM64_EXTRA_SRC.
@@ -37,6 +38,21 @@ for t in "$@"; do
     fi
     if ! "$QEMU" "$OUT/$name"; then
         echo "arm64_check: $t failed under $QEMU" >&2
+        fail=1
+    fi
+done
+
+# The integer kernels once more with the dot-product extension (vdotq_s32,
+# what Apple silicon and most arm64 servers run; qemu's default CPU has it).
+for t in tests/kernels/test_qdot.c tests/kernels/test_qdot_kquant.c; do
+    name=$(basename "$t" .c)_dotprod
+    echo "== arm64 +dotprod: $t"
+    # shellcheck disable=SC2086
+    if ! $CC $CFLAGS -march=armv8.2-a+dotprod -o "$OUT/$name" "$t" $LIBSRC -lm -pthread; then
+        echo "arm64_check: build of $t with +dotprod failed" >&2
+        fail=1
+    elif ! "$QEMU" "$OUT/$name"; then
+        echo "arm64_check: $t (+dotprod) failed under $QEMU" >&2
         fail=1
     fi
 done

@@ -489,7 +489,7 @@ static int verify(const char *path, const char *etag, char got[65], qw_err *err)
     size_t n = strlen(etag);
     int hex = 1;
     for (size_t i = 0; i < n; i++) hex &= isxdigit((unsigned char)etag[i]) != 0;
-    int kind = hex && n == 64 ? 256 : hex && n == 40 ? 1 : 0;
+    int kind = hex && n == 64 ? SHA_256 : hex && n == 40 ? SHA_GIT_BLOB : 0;
     if (!kind) return 2;
     if (sha_file(path, kind, got, err) != 0) return -1;
     return strcasecmp(got, etag) == 0;

@@ -1,8 +1,10 @@
-/* sha.h - SHA-256 and SHA-1 (FIPS 180-4), to verify downloads.
+/* sha.h - file digests that verify downloads, computed by OpenSSL's
+ * libcrypto (EVP), the distribution's well-kept implementation.
  *
  * The hub names an LFS file by the SHA-256 of its content and a regular git
- * file by its git blob id, SHA-1("blob <size>\0" + content). Small, plain C;
- * tests/hub/test_sha.c checks them against the FIPS 180 example vectors.
+ * file by its git blob id, SHA-1("blob <size>\0" + content).
+ * tests/hub/test_sha.c checks both against the FIPS 180 example vectors and
+ * `git hash-object`.
  */
 #ifndef QW_HUB_SHA_H
 #define QW_HUB_SHA_H
@@ -12,33 +14,19 @@
 
 #include "base/err.h"
 
-typedef struct sha256_ctx {
-    uint32_t h[8];
-    uint64_t len;       /* bytes hashed so far */
-    uint8_t buf[64];
-    size_t nbuf;
-} sha256_ctx;
-
-typedef struct sha1_ctx {
-    uint32_t h[5];
-    uint64_t len;
-    uint8_t buf[64];
-    size_t nbuf;
-} sha1_ctx;
-
-void sha256_init(sha256_ctx *c);
-void sha256_update(sha256_ctx *c, const void *data, size_t n);
-void sha256_final(sha256_ctx *c, uint8_t out[32]);
-
-void sha1_init(sha1_ctx *c);
-void sha1_update(sha1_ctx *c, const void *data, size_t n);
-void sha1_final(sha1_ctx *c, uint8_t out[20]);
+/* Which digest: plain SHA-1 or SHA-256 of bytes, or a file's git blob id. */
+enum { SHA_1 = 1, SHA_GIT_BLOB = 2, SHA_256 = 256 };
 
 /* Lower-case hex of n bytes into out[2n+1]. */
 void sha_hex(char *out, const uint8_t *digest, size_t n);
 
-/* Hex digest of a whole file: kind 256 = SHA-256 of the content, kind 1 =
- * git blob id. out holds 65 chars. Returns 0, or -1 naming the file. */
+/* Hex digest of n bytes in memory: kind SHA_256 or SHA_1. out holds 65
+ * chars. Returns 0, or -1 with err set. */
+int sha_bytes(const void *data, size_t n, int kind, char out[65], qw_err *err);
+
+/* Hex digest of a whole file: kind SHA_256 = SHA-256 of the content,
+ * SHA_GIT_BLOB = git blob id. out holds 65 chars. Returns 0, or -1 naming
+ * the file. */
 int sha_file(const char *path, int kind, char out[65], qw_err *err);
 
 #endif

@@ -57,6 +57,7 @@ static const struct family {
 #elif defined(__aarch64__)
     {LV_NEON, 0, &kernels_matmul_neon},
     {LV_NEON, 0, &kernels_qdot_neon},
+    {LV_NEON, 0, &kernels_kquant_neon},
     {LV_NEON, 0, &kernels_attn_neon},
     {LV_NEON, 0, &kernels_elementwise_neon},
 #endif

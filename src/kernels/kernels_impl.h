@@ -40,7 +40,8 @@ extern const qw_kernels kernels_qdot_avx512vnni, kernels_kquant_avx512vnni; /* Q
 extern const qw_kernels kernels_qrepack_avx512vnni;                         /* QW_CPU_AVX512VNNI */
 extern const qw_kernels kernels_bf16act_avx512bf16;                        /* QW_CPU_AVX512BF16 */
 #elif defined(__aarch64__)
-extern const qw_kernels kernels_matmul_neon, kernels_qdot_neon, kernels_attn_neon, kernels_elementwise_neon;
+extern const qw_kernels kernels_matmul_neon, kernels_qdot_neon, kernels_kquant_neon, kernels_attn_neon,
+    kernels_elementwise_neon;
 #endif
 
 /* The calling thread's scratch for a kernel's working set that does not

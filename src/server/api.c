@@ -159,8 +159,7 @@ static int get_bool(const cJSON *o, const char *name, int *out, api_error *e) {
     return 1;
 }
 
-/* String field; absent/null -> *out NULL. */
-static int get_str(const cJSON *o, const char *name, const char **out, api_error *e) {
+int api_get_str(const void *o, const char *name, const char **out, api_error *e) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, name);
     *out = NULL;
     if (!is_present(j)) return 0;
@@ -476,7 +475,7 @@ static int parse_completion_prompt(const cJSON *o, const api_limits *lim, api_re
     int raw = 0;
     if (get_bool(o, "raw", &raw, e) < 0) return -1;
     const char *system = NULL;
-    if (get_str(o, "system", &system, e) < 0) return -1;
+    if (api_get_str(o, "system", &system, e) < 0) return -1;
     if (!is_present(p)) return api_fail(e, 400, "missing_field", "prompt", "'prompt' is required");
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
     if (cJSON_IsArray(p)) {
@@ -563,7 +562,7 @@ static int parse_infill(const cJSON *o, const api_limits *lim, api_req *r, api_e
 /* /v1/completions with "suffix": prompt = the code before, suffix = after. */
 static int parse_suffix(const cJSON *o, const api_limits *lim, api_req *r, api_error *e) {
     const char *suffix = NULL, *prompt = NULL;
-    if (get_str(o, "suffix", &suffix, e) < 0) return -1;
+    if (api_get_str(o, "suffix", &suffix, e) < 0) return -1;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
     if (!is_present(p)) return api_fail(e, 400, "missing_field", "prompt", "'prompt' is required");
@@ -614,7 +613,7 @@ int api_parse(api_kind kind, const char *body, size_t len, const api_limits *lim
         }
     }
     const char *model = NULL;
-    if (get_str(o, "model", &model, e) < 0) goto out;
+    if (api_get_str(o, "model", &model, e) < 0) goto out;
     if (model && lim->model_id && !lim->any_model && strcmp(model, lim->model_id) != 0) {
         api_model_not_found(e, model, lim->model_id);
         goto out;
@@ -859,10 +858,10 @@ int api_parse_tokenize(const char *body, size_t len, char **text, size_t *text_l
         api_fail(e, 400, "unsupported_field", "with_pieces", "'with_pieces' is not supported");
         goto out;
     }
-    if (get_str(o, "content", &s, e) < 0) goto out;
+    if (api_get_str(o, "content", &s, e) < 0) goto out;
     if (!s) {
         field = "prompt";
-        if (get_str(o, "prompt", &s, e) < 0) goto out;
+        if (api_get_str(o, "prompt", &s, e) < 0) goto out;
     }
     if (!s) {
         api_fail(e, 400, "missing_field", "content", "'content' (or 'prompt') is required");

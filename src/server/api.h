@@ -73,6 +73,11 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
 #endif
     ;
 
+/* Field name of JSON object o (a cJSON *) as a string: absent or null sets
+ * *out NULL and returns 0; a string sets *out (owned by o) and returns 1;
+ * any other type is a 400 invalid_type naming the field (-1). */
+int api_get_str(const void *o, const char *name, const char **out, api_error *e);
+
 /* 404 model_not_found for a request or /v1/models/ID naming a model other
  * than the served one. Returns -1. */
 int api_model_not_found(api_error *e, const char *name, const char *served);

@@ -39,6 +39,7 @@ typedef struct waiter {
     size_t scanned;              /* chunked: bytes from the head's start given to the scanner */
     size_t peeked;               /* chunked: bytes copied by peeks (bounds the gate's work) */
     size_t hold;                 /* hand on once this many are buffered: the body does not fit */
+    int ollama;                  /* its head names an Ollama path (/api/...): errors in Ollama's shape */
     httpchunk ck;
     struct sockaddr_storage sa;
     socklen_t salen;
@@ -84,19 +85,28 @@ long gate_raise_fd_limit(int want) {
     return (long)rl.rlim_cur;
 }
 
-/* A short, complete HTTP answer for a connection the gate refuses. */
-static void answer(int fd, int status, const char *reason, const char *msg, const char *code) {
+/* A short, complete HTTP answer for a connection the gate refuses, in the
+ * error shape of the API its path belongs to: Ollama's {"error": "..."} on
+ * /api/..., else OpenAI's object (also while the path is not known yet). */
+static void answer(int fd, int status, const char *reason, const char *msg, const char *code, int ollama) {
     char body[512], out[1024], cq[64];
     snprintf(cq, sizeof cq, code ? "\"%s\"" : "null", code);
-    int bl = snprintf(body, sizeof body,
-                      "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":%s}}", msg,
-                      status >= 500 ? "server_error" : "invalid_request_error", cq);
+    int bl = ollama ? snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg)
+                    : snprintf(body, sizeof body,
+                               "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":%s}}", msg,
+                               status >= 500 ? "server_error" : "invalid_request_error", cq);
     int ol = snprintf(out, sizeof out,
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                       "Connection: close\r\n%s\r\n%s",
                       status, reason, bl, status == 503 ? "Retry-After: 1\r\n" : "", body);
     ssize_t r = send(fd, out, (size_t)ol, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)r;
+}
+
+/* Whether a request head's target is one of Ollama's paths (/api/...). */
+static int ollama_target(const char *head, size_t n) {
+    const char *sp = memchr(head, ' ', n);
+    return sp && (size_t)(sp + 1 - head) + 5 <= n && !memcmp(sp + 1, "/api/", 5);
 }
 
 static const char *reason_of(int status) {
@@ -148,7 +158,7 @@ static void refuse_code(qw_gate *g, int i, int status, const char *msg, const ch
     char sink[16384];
     while (recv(w->fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
     }
-    answer(w->fd, status, reason_of(status), msg, code);
+    answer(w->fd, status, reason_of(status), msg, code, w->ollama);
     shutdown(w->fd, SHUT_WR);
     set_lowat(w, 1);
     w->kind = W_LINGER;
@@ -266,6 +276,7 @@ static int service(qw_gate *g, int i, short rev) {
         return 1;
     }
     /* The head is acceptable: now its body. */
+    w->ollama = ollama_target(g->peek, end);
     httphead_framing f;
     httphead_frame(g->peek, end, &f);
     if (g->cfg.max_body > 0 && !f.chunked && (f.length_overflow || f.length > (unsigned long long)g->cfg.max_body)) {
@@ -424,7 +435,7 @@ static void accept_all(qw_gate *g) {
         }
         if (open_now(g) >= g->cfg.max_conns) {
             stat_add(g, &g->st.refused_full);
-            answer(fd, 503, reason_of(503), "too many connections", NULL);
+            answer(fd, 503, reason_of(503), "too many connections", NULL, 0);
             close(fd);
             continue;
         }

@@ -9,21 +9,13 @@
 
 static int present(const cJSON *j) { return j && !cJSON_IsNull(j); }
 
-static int opt_str(const cJSON *o, const char *name, const char **out, api_error *e) {
-    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, name);
-    *out = NULL;
-    if (!present(j)) return 0;
-    if (!cJSON_IsString(j)) return api_fail(e, 400, "invalid_type", name, "'%s' must be a string", name);
-    *out = j->valuestring;
-    return 0;
-}
-
 int infill_parse(const void *json, api_infill *in, api_error *e) {
     const cJSON *o = json;
     memset(in, 0, sizeof *in);
-    if (opt_str(o, "input_prefix", &in->fim.prefix, e) || opt_str(o, "input_suffix", &in->fim.suffix, e) ||
-        opt_str(o, "prompt", &in->fim.prompt, e) || opt_str(o, "repo_name", &in->fim.repo_name, e) ||
-        opt_str(o, "filename", &in->fim.file_name, e))
+    if (api_get_str(o, "input_prefix", &in->fim.prefix, e) < 0 ||
+        api_get_str(o, "input_suffix", &in->fim.suffix, e) < 0 || api_get_str(o, "prompt", &in->fim.prompt, e) < 0 ||
+        api_get_str(o, "repo_name", &in->fim.repo_name, e) < 0 ||
+        api_get_str(o, "filename", &in->fim.file_name, e) < 0)
         return -1;
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "input_extra");
     if (!present(x)) return 0;

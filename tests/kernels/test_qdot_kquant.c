@@ -287,5 +287,11 @@ int main(void) {
         for (int ti = 0; ti < N_TYPES; ti++)
             CHECK(a5->matmul_q[k_types[ti].dt] != a2->matmul_q[k_types[ti].dt],
                   "avx512 matmul_q %s is the AVX512-VNNI kernel", qw_dtype_name(k_types[ti].dt));
+    /* and the neon level its own (kquant_neon.c), not the reference's */
+    const qw_kernels *nn = kernels_level("neon");
+    if (nn && (kernels_cpu_flags() & QW_CPU_NEON))
+        for (int ti = 0; ti < N_TYPES; ti++)
+            CHECK(nn->matmul_q[k_types[ti].dt] != ref->matmul_q[k_types[ti].dt], "neon matmul_q %s is kquant_neon.c's",
+                  qw_dtype_name(k_types[ti].dt));
     return test_summary();
 }

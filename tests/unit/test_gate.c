@@ -201,6 +201,14 @@ static void test_bodies(void) {
     answer(a, buf, sizeof buf);
     CHECK(!strncmp(buf, "HTTP/1.1 400 ", 13) && strstr(buf, "body was complete"), "half-closed body: %.100s", buf);
     close(a);
+    a = dial();
+    sendstr(a, "POST /api/generate HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n012");
+    shutdown(a, SHUT_WR);
+    answer(a, buf, sizeof buf);
+    CHECK(!strncmp(buf, "HTTP/1.1 400 ", 13) &&
+              strstr(buf, "\r\n\r\n{\"error\":\"the client closed its side before the request body was complete\"}"),
+          "half-closed body on /api/generate in Ollama's shape: %.200s", buf);
+    close(a);
 
     /* a body that never completes: 408 at the body deadline, from the gate */
     h0 = handed_now();
@@ -220,6 +228,14 @@ static void test_bodies(void) {
     sendstr(a, "POST /v1/x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100001\r\n\r\n");
     answer(a, buf, sizeof buf);
     CHECK(!strncmp(buf, "HTTP/1.1 413 ", 13) && strstr(buf, "\"body_too_large\""), "413: %.100s", buf);
+    close(a);
+    /* on an Ollama path the same answer comes in Ollama's error shape */
+    a = dial();
+    sendstr(a, "POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Length: 100001\r\n\r\n");
+    answer(a, buf, sizeof buf);
+    CHECK(!strncmp(buf, "HTTP/1.1 413 ", 13) && strstr(buf, "\r\n\r\n{\"error\":\"the body is larger than") &&
+              !strstr(buf, "body_too_large"),
+          "413 on /api/chat in Ollama's shape: %.200s", buf);
     close(a);
     a = dial();
     sendstr(a, "POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n");
@@ -274,7 +290,7 @@ static void test_bodies(void) {
     CHECK(!strncmp(buf, "HTTP/1.1 413 ", 13), "chunked over max_body: %.100s", buf);
     close(a);
     gate_stats(g, &st);
-    CHECK(st.continued == 1 && st.too_large == 3 && st.bad_body == 2 && st.handed_partial == 0,
+    CHECK(st.continued == 1 && st.too_large == 4 && st.bad_body == 3 && st.handed_partial == 0,
           "stats: continued %llu too_large %llu bad_body %llu partial %llu", st.continued, st.too_large,
           st.bad_body, st.handed_partial);
     gate_stop(g);

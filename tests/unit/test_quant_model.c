@@ -37,6 +37,7 @@
 #include "runtime/pool.h"
 #include "synth/synth.h"
 #include "test.h"
+#include "test_model.h"
 
 #define VOCAB 512
 #define NTOK 40
@@ -48,40 +49,12 @@ static const char *k_cfg_fmt =
     "\"tie_word_embeddings\":%s,\"torch_dtype\":\"bfloat16\",\"bos_token_id\":500,\"eos_token_id\":501}";
 
 static int make_model(char *dir, size_t cap, int hidden, int inter, int tied) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/qwenc-test-quant-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(dir)) return -1;
-    char p[512];
-    snprintf(p, sizeof p, "%s/cfg.json", dir);
-    FILE *f = fopen(p, "w");
-    if (!f) return -1;
-    fprintf(f, k_cfg_fmt, hidden, inter, tied ? "true" : "false");
-    fclose(f);
-    synth_opts so;
-    synth_opts_default(&so);
-    so.config_path = p;
-    so.scale = 0.3f;
-    so.seed = 11;
-    so.quiet = 1;
-    qw_err err;
-    if (synth_write(dir, &so, &err) != 0) {
-        fprintf(stderr, "synth: %s\n", err.msg);
-        return -1;
-    }
-    snprintf(p, sizeof p, "%s/generation_config.json", dir);
-    unlink(p); /* Qwen2.5's ids do not fit this vocabulary */
-    return 0;
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, k_cfg_fmt, hidden, inter, tied ? "true" : "false");
+    return test_model_write(dir, cap, "quant", cfg, 11, NULL, NULL);
 }
 
-static void rm_model(const char *dir) {
-    const char *names[] = {"config.json", "generation_config.json", "model.safetensors", "cfg.json"};
-    char p[512];
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
+static void rm_model(char *dir) { test_model_remove(dir); }
 
 /* Logits of every position of a fixed prompt, as one batch. */
 static float *run(const qw_model *m, qw_pool *pool, qw_precision prec) {

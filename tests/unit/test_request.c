@@ -35,6 +35,7 @@
 #include "server/request.h"
 #include "synth/synth.h"
 #include "test.h"
+#include "test_model.h"
 
 static const char *k_config =
     "{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"qwen2\",\"vocab_size\":151936,"
@@ -45,22 +46,10 @@ static const char *k_config =
 
 static char g_dir[256];
 
-static void rm_model(void) {
-    if (!g_dir[0]) return;
-    const char *names[] = {"config.json",      "generation_config.json", "model.safetensors",
-                           "tokenizer.json",   "tokenizer_config.json",  "cfg.json",
-                           "vocab.json",       "merges.txt",             "special_tokens_map.json", "added_tokens.json"};
-    char p[512];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
-        unlink(p);
-    }
-    rmdir(g_dir);
-    g_dir[0] = 0;
-}
+static void rm_model(void) { test_model_remove(g_dir); }
 
 /* 1 with a model folder in g_dir, 0 to skip (no tokenizer fixture), -1 on
- * failure. */
+ * failure. Greedy by default, so that replies are comparable. */
 static int make_model(void) {
     const char *build = getenv("BUILD");
     char tokdir[512];
@@ -73,35 +62,10 @@ static int make_model(void) {
                tokdir);
         return 0;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/qwenc-test-request-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        g_dir[0] = 0;
+    if (test_model_write(g_dir, sizeof g_dir, "request", k_config, 11,
+                         "{\"bos_token_id\": 151643, \"eos_token_id\": [151645, 151643], \"do_sample\": false}\n",
+                         tokdir) != 0)
         return -1;
-    }
-    char cfg[512];
-    snprintf(cfg, sizeof cfg, "%s/cfg.json", g_dir);
-    FILE *f = fopen(cfg, "w");
-    if (!f) return -1;
-    fputs(k_config, f);
-    fclose(f);
-    synth_opts so;
-    synth_opts_default(&so);
-    so.config_path = cfg;
-    so.scale = 0.3f;
-    so.seed = 11;
-    so.quiet = 1;
-    qw_err err;
-    if (synth_write(g_dir, &so, &err) != 0 || synth_copy_tokenizer(tokdir, g_dir, &err) < 0) {
-        fprintf(stderr, "synth: %s\n", err.msg);
-        return -1;
-    }
-    /* Greedy by default, so that replies are comparable. */
-    snprintf(cfg, sizeof cfg, "%s/generation_config.json", g_dir);
-    f = fopen(cfg, "w");
-    if (!f) return -1;
-    fputs("{\"bos_token_id\": 151643, \"eos_token_id\": [151645, 151643], \"do_sample\": false}\n", f);
-    fclose(f);
     return 1;
 }
 

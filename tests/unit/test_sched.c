@@ -38,6 +38,7 @@
 #include "synth/synth.h"
 #include "grammar/grammar.h"
 #include "test.h"
+#include "test_model.h"
 
 #define VOCAB 1024
 #define N_CTX 160
@@ -51,52 +52,13 @@ static const char *k_config =
 static char g_dir[256];
 
 /* Removes the model folder if there is one; safe to call twice. */
-static void rm_model(void) {
-    if (!g_dir[0]) return;
-    const char *names[] = {"config.json", "generation_config.json", "model.safetensors"};
-    char p[512];
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
-        unlink(p);
-    }
-    snprintf(p, sizeof p, "%s/cfg.json", g_dir);
-    unlink(p);
-    rmdir(g_dir);
-    g_dir[0] = 0;
-}
+static void rm_model(void) { test_model_remove(g_dir); }
 
+/* synth writes Qwen2.5's generation_config.json (ids 151643..), which does
+ * not fit this small vocabulary: the test's own replaces it. */
 static int make_model(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/qwenc-test-sched-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        g_dir[0] = 0;
-        return -1;
-    }
-    char cfg[512];
-    snprintf(cfg, sizeof cfg, "%s/cfg.json", g_dir);
-    FILE *f = fopen(cfg, "w");
-    if (!f) return -1;
-    fputs(k_config, f);
-    fclose(f);
-    synth_opts so;
-    synth_opts_default(&so);
-    so.config_path = cfg;
-    so.scale = 0.3f;
-    so.seed = 7;
-    so.quiet = 1;
-    qw_err err;
-    if (synth_write(g_dir, &so, &err) != 0) {
-        fprintf(stderr, "synth: %s\n", err.msg);
-        return -1;
-    }
-    /* synth writes Qwen2.5's generation_config.json (ids 151643..), which
-     * does not fit this small vocabulary: replace it. */
-    snprintf(cfg, sizeof cfg, "%s/generation_config.json", g_dir);
-    f = fopen(cfg, "w");
-    if (!f) return -1;
-    fputs("{\"bos_token_id\": 1000, \"eos_token_id\": [1001, 1002], \"do_sample\": false}\n", f);
-    fclose(f);
-    return 0;
+    return test_model_write(g_dir, sizeof g_dir, "sched", k_config, 7,
+                            "{\"bos_token_id\": 1000, \"eos_token_id\": [1001, 1002], \"do_sample\": false}\n", NULL);
 }
 
 /* Deterministic prompt i of length len. */

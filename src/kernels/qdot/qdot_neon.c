@@ -3,9 +3,7 @@
  *
  * Each block's weights become 32 int8 (the nibble types' 0..31 are
  * non-negative int8), multiplied with the activation's int8 quants by
- * vdotq_s32 where the compiler targets the dot-product extension
- * (__ARM_FEATURE_DOTPROD), else by widening vmull_s8 + pairwise adds: the
- * block's integer sum is exact either way. The float steps run for 8
+ * qdot_neon.h's exact dot products. The float steps run for 8
  * blocks at a time on two float32x4 (lanes b % 8), vfmaq_f32 being the
  * reference's fmaf. quantize_qa8 keeps the reference entry.
  */
@@ -13,6 +11,8 @@
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
+
+#include "kernels/qdot/qdot_neon.h"
 
 static inline int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
 static inline int blk_off(int T) { return qw_type((qw_dtype)T)->zero; }
@@ -46,19 +46,6 @@ static inline void unpack(int T, const uint8_t *w, int8x16_t *lo, int8x16_t *hi)
     *hi = vreinterpretq_s8_u8(h);
 }
 
-static inline int32_t dot32(int8x16_t w0, int8x16_t w1, const int8_t *x) {
-    int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
-#if defined(__ARM_FEATURE_DOTPROD)
-    return vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0), w1, x1));
-#else
-    int32x4_t a = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)));
-    a = vpadalq_s16(a, vmull_high_s8(w0, x0));
-    a = vpadalq_s16(a, vmull_s8(vget_low_s8(w1), vget_low_s8(x1)));
-    a = vpadalq_s16(a, vmull_high_s8(w1, x1));
-    return vaddvq_s32(a);
-#endif
-}
-
 static inline void matmul_q_neon(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
                                  const void *W, int64_t k, int64_t o0, int64_t o1) {
     const int B = blk_bytes(T);
@@ -80,7 +67,7 @@ static inline void matmul_q_neon(int T, float *Y, int64_t ldy, const void *XQ, i
                     unpack(T, wb, &lo, &hi);
                     memcpy(&dx[j], dxa + b0 + j, 4);
                     memcpy(&s[j], sa + b0 + j, 4);
-                    is[j] = dot32(lo, hi, qx + 32 * (b0 + j)) - blk_off(T) * s[j];
+                    is[j] = qw_neon_dot32(lo, hi, qx + 32 * (b0 + j)) - blk_off(T) * s[j];
                     d[j] = qw_f16_at(wb);
                     if (has_min(T)) m[j] = qw_f16_at(wb + 2);
                 }
