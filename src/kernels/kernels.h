@@ -170,7 +170,7 @@ static inline int64_t qw_qa8_row_bytes(int64_t k) { return k + (k / QW_QA8_BLOCK
 typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
                                const void *W, int64_t k, int64_t o0, int64_t o1);
 
-/* ---- repacked weights (fast precision, block-32 types) ----
+/* ---- repacked weights (fast precision, block-32 types and K-quants) ----
  * At load, a matrix of a block-32 type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) whose
  * rows are a multiple of QW_RP_ROWS may be rearranged ("repacked") into
  * tiles of QW_RP_ROWS rows, so that one activation block meets 16 rows'
