@@ -11,7 +11,8 @@
  * GOP/s (2 * rows * k * n; the prefill figure), plus quantize_qa8's share,
  * and, where the level has matmul_qr, the same on the repacked copy
  * (kernels.h: "repacked weights"). The "stream" shape (131072 x 896, 80-125
- * MB of weights, beyond the caches) is decode's DRAM case.
+ * MB of weights, beyond the caches) is decode's DRAM case; "strk" (65536 x
+ * 1536, 56-82 MB) is the K-quants' (896 is not a whole super-block).
  * Random weight bytes with sane scales. A tool for kernel work (before /
  * after in one run on a quiet machine), not a test. Built by
  * tools/bench_qdot.sh.
@@ -64,14 +65,16 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int64_t rows, k;
-    } shapes[] = {{"gate", 4864, 896}, {"down", 896, 4864}, {"stream", 131072, 896}};
+    } shapes[] = {{"gate", 4864, 896}, {"down", 896, 4864}, {"stream", 131072, 896}, {"strk", 65536, 1536}};
     const char *const *names = kernels_level_names();
     for (int li = 0; names[li]; li++) {
         if (isa && strcmp(isa, names[li])) continue;
         const qw_kernels *L = kernels_level(names[li]);
         if (!L || !L->matmul_q[dt]) continue;
-        for (int si = 0; si < 3; si++) {
+        for (int si = 0; si < 4; si++) {
             int64_t rows = shapes[si].rows, k = shapes[si].k, rb = qw_dtype_row_bytes(dt, k);
+            /* strk: the stream for the K-quants (rows of 1536 = 6 super-blocks, Qwen2.5-1.5B's) */
+            if (si == 3 && tt->block != 256) continue;
             if (rb < 0) {
                 printf("%-7s %s %-4s skipped: k = %lld is not a whole number of %d-weight blocks\n", names[li],
                        tt->name, shapes[si].name, (long long)k, tt->block);
@@ -89,7 +92,10 @@ int main(int argc, char **argv) {
             uint8_t *XQ = malloc((size_t)(n * rq));
             for (int64_t i = 0; i < n * k; i++) X[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0) - 0.5f;
             double best_f = 1e9, best_q = 1e9, best_a = 1e9, best_r = 1e9;
-            uint8_t *R = L->matmul_qr[dt] && qw_repack_ok((qw_dtype)dt) ? malloc((size_t)qw_repack_bytes((qw_dtype)dt, rows, k)) : NULL;
+            /* 64-byte aligned, as the model's repacked copy (repack.c) */
+            uint8_t *R = L->matmul_qr[dt] && qw_repack_ok((qw_dtype)dt)
+                             ? aligned_alloc(64, (size_t)(qw_repack_bytes((qw_dtype)dt, rows, k) + 63) / 64 * 64)
+                             : NULL;
             if (R) qw_repack_q((qw_dtype)dt, R, W, rows, k);
             for (int r = 0; r < reps; r++) {
                 double t0 = now();

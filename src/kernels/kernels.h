@@ -170,7 +170,7 @@ static inline int64_t qw_qa8_row_bytes(int64_t k) { return k + (k / QW_QA8_BLOCK
 typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
                                const void *W, int64_t k, int64_t o0, int64_t o1);
 
-/* ---- repacked weights (fast precision, block-32 types) ----
+/* ---- repacked weights (fast precision, block-32 types and K-quants) ----
  * At load, a matrix of a block-32 type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) whose
  * rows are a multiple of QW_RP_ROWS may be rearranged ("repacked") into
  * tiles of QW_RP_ROWS rows, so that one activation block meets 16 rows'
@@ -195,7 +195,10 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
  * mn[8][16] (the 6-bit scales and mins of sub-block j, row i, one byte
  * each), Q5_K's qh[8][8] masks (sub-block j's, as above), then per
  * sub-block j the 4 nibble vectors as above: 148 (Q5_K 180) bytes per row
- * and super-block instead of 144 (176).
+ * and super-block instead of 144 (176). Q6_K: d[16] (binary16) and 32
+ * bytes of padding, its int8 scales sc[16][16], per sub-block its high
+ * 2-bit planes, then its low-nibble vectors (qrepack_ref.c): 212 bytes per
+ * row and super-block instead of 210, every tile block whole 64-byte lines.
  * qw_repack_q: the plain-C conversion (once at load), rows % QW_RP_ROWS
  * == 0 and k a whole number of the type's blocks; qw_repack_ok: the types
  * it takes; qw_repack_bytes: the size of the copy.

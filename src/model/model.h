@@ -138,9 +138,9 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err);
 int model_repackable(const qw_mat *w, int which);
 /* What to repack (0: nothing) for this precision (a qw_precision: only
  * fast, 0) and environment: QWENC_REPACK=0 nothing (the before/after
- * switch), =all the K-quants too, else the block-32 types only. The
- * K-quant kernels take prefill up 30-40% on the real 1.5B file but measured
- * 7-17% slower in decode (docs/PERFORMANCE.md), so they are opt-in. */
+ * switch), =block32 the block-32 types only, else (unset, =all) the
+ * K-quants too: on the real 1.5B Q4_K_M file they take prefill up ~50% and
+ * decode ~19% (docs/PERFORMANCE.md, "K-quants repacked by default"). */
 int model_repack_wanted(int precision);
 /* model_repack, with an info line saying how much and how long. */
 int model_repack_logged(qw_model *m, int which, int threads, qw_err *err);

@@ -1,11 +1,18 @@
-/* repack.c - rearrange a loaded model's block-32 matrices (Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1) and Q4_K / Q5_K ones into the row-interleaved tiles of kernels.h
- * ("repacked weights"), for the fast precision's integer kernels.
+/* repack.c - rearrange a loaded model's quantized matrices (block-32:
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; K-quants: Q4_K, Q5_K, Q6_K) into the
+ * row-interleaved tiles of kernels.h ("repacked weights"), for the fast
+ * precision's integer kernels.
  *
  * Only where the selected kernel level has a matmul_qr kernel for the type
  * (otherwise its matmul_q on the original rows is the faster path), and
- * only for matrices whose rows are a multiple of QW_RP_ROWS. The copy has
- * the original's size (K-quants: 3% more, their scales unpacked to bytes); the original's pages in the mapping are released
+ * only for matrices whose rows are a multiple of QW_RP_ROWS. The K-quants
+ * are repacked by default too (QWENC_REPACK=block32 leaves them): since
+ * their tile blocks are read strictly in order, whole 64-byte lines, with
+ * no software prefetch (the hardware's streams do better), the repacked
+ * kernels beat the row-at-a-time ones in decode as well as prefill (real
+ * 1.5B Q4_K_M, docs/PERFORMANCE.md). The copy has the original's size
+ * (K-quants: Q4_K / Q5_K 3% more, their scales unpacked to bytes; Q6_K 1%,
+ * padding); the original's pages in the mapping are released
  * right after (madvise DONTNEED: file-backed and read-only, so they are
  * dropped, not copied), so repacking does not double the weights' memory.
  * The original stays valid: the embedding lookup (a tied lm_head is the
@@ -71,6 +78,10 @@ static void release(const void *p, int64_t n) {
 #endif
 }
 
+/* Each copy starts on a 64-byte line: the K-quant tile blocks are whole
+ * lines, and a vector load that straddles two lines costs (kernels.h). */
+static int64_t line_padded(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 int model_repackable(const qw_mat *w, int which) {
     const int kq = qw_dtype_block(w->dtype) == 256;
     return w->data && which > 0 && (!kq || which == QW_REPACK_ALL) && qw_repack_ok(w->dtype) &&
@@ -92,7 +103,7 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
     }
     int64_t total = 0;
     for (int i = 0; i < n; i++)
-        if (model_repackable(mats[i], which)) total += qw_repack_bytes(mats[i]->dtype, mats[i]->rows, mats[i]->cols);
+        if (model_repackable(mats[i], which)) total += line_padded(qw_repack_bytes(mats[i]->dtype, mats[i]->rows, mats[i]->cols));
     if (total == 0) return 0;
     uint8_t *buf = aligned_alloc(64, (size_t)((total + 63) / 64 * 64));
     qw_pool *pool = pool_create(threads < 1 ? 1 : threads);
@@ -110,7 +121,7 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
         pool_run(pool, repack_run, &j);
         if (file_backed(m, w->data, bytes)) release(w->data, bytes); /* a tied lm_head: its lookups fault in a page per token */
         w->rp = buf + off;
-        off += qw_repack_bytes(w->dtype, w->rows, w->cols);
+        off += line_padded(qw_repack_bytes(w->dtype, w->rows, w->cols));
     }
     pool_free(pool);
     if (tied) m->embed.rp = m->lm_head.rp;
@@ -122,7 +133,7 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
 int model_repack_wanted(int precision) {
     const char *e = getenv("QWENC_REPACK");
     if (precision != 0 || (e && !strcmp(e, "0"))) return 0;
-    return e && !strcmp(e, "all") ? QW_REPACK_ALL : QW_REPACK_BLOCK32;
+    return e && !strcmp(e, "block32") ? QW_REPACK_BLOCK32 : QW_REPACK_ALL;
 }
 
 int model_repack_logged(qw_model *m, int which, int threads, qw_err *err) {

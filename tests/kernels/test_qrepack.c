@@ -68,7 +68,9 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
             ref->quantize_qa8(XQ + t * ldxq, x, k);
         }
         memset(raw, 0xee, (size_t)rbytes + 1);
-        CHECK(rbytes == (kq && dt != QW_Q6_K ? rows * nb * (qw_type(dt)->bytes + 4) : bytes), "%s k=%lld: repacked size %lld", tn,
+        /* K-quants: Q4_K / Q5_K scales and mins as bytes (+4 per row and
+         * super-block), Q6_K 2 bytes of padding (whole 64-byte lines) */
+        CHECK(rbytes == (kq ? rows * nb * (qw_type(dt)->bytes + (dt == QW_Q6_K ? 2 : 4)) : bytes), "%s k=%lld: repacked size %lld", tn,
               (long long)k, (long long)rbytes);
         qw_repack_q(dt, R, W, rows, k);
         ref->matmul_q[dt](yr, rows, XQ, ldxq, nmax, W, k, 0, rows);
@@ -119,6 +121,45 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
     }
 }
 
+/* K-quants, many tokens of a long row: 200 tokens x 35 super-blocks
+ * (Qwen2.5-1.5B's ffn_down) is more per-token data (Q6_K's half sums) than
+ * the kernel's scratch holds at once, so it takes its token-block path;
+ * still bitwise the reference. */
+static void check_many_tokens(const qw_kernels *ref, qw_dtype dt) {
+    const int64_t k = 8960, rows = 32, n = 200, nb = k / 256;
+    const int64_t rq = qw_qa8_row_bytes(k), bytes = rows * nb * qw_type(dt)->bytes;
+    uint8_t *W = malloc((size_t)bytes), *R = malloc((size_t)qw_repack_bytes(dt, rows, k)), *XQ = malloc((size_t)(n * rq));
+    float *x = malloc((size_t)k * sizeof(float)), *yr = malloc((size_t)(n * rows) * sizeof(float)),
+          *Y = malloc((size_t)(n * rows) * sizeof(float));
+    fill_blocks(W, rows * nb, dt);
+    for (int64_t t = 0; t < n; t++) {
+        fill_x(x, k);
+        ref->quantize_qa8(XQ + t * rq, x, k);
+    }
+    qw_repack_q(dt, R, W, rows, k);
+    ref->matmul_q[dt](yr, rows, XQ, rq, n, W, k, 0, rows);
+    const char *const *names = kernels_level_names();
+    for (int li = 0; names[li]; li++) {
+        const qw_kernels *L = kernels_level(names[li]);
+        if (!L || !L->matmul_qr[dt]) continue;
+        for (int64_t i = 0; i < n * rows; i++) Y[i] = 12345.5f;
+        L->matmul_qr[dt](Y, rows, XQ, rq, n, R, k, 3, rows); /* rows 3..31: a tile cut, a whole one */
+        int bad = 0;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t o = 0; o < rows; o++)
+                bad += o < 3 ? Y[t * rows + o] != 12345.5f : memcmp(&Y[t * rows + o], &yr[t * rows + o], 4) != 0;
+        CHECK(bad == 0,
+              "%s matmul_qr %s k=%lld n=%lld (token blocks): bitwise ref", L->name, qw_dtype_name(dt), (long long)k,
+              (long long)n);
+    }
+    free(W);
+    free(R);
+    free(XQ);
+    free(x);
+    free(yr);
+    free(Y);
+}
+
 int main(void) {
     const qw_kernels *ref = kernels_level("ref");
     CHECK(!qw_repack_ok(QW_F32) && !qw_repack_ok(QW_BF16), "16-bit and float types are not repacked");
@@ -137,5 +178,8 @@ int main(void) {
             CHECK(L->matmul_qr[k_types[ti]] != NULL, "%s has matmul_qr %s", L->name, qw_dtype_name(k_types[ti]));
     }
     for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
+    check_many_tokens(ref, QW_Q4_K);
+    check_many_tokens(ref, QW_Q5_K);
+    check_many_tokens(ref, QW_Q6_K);
     return test_summary();
 }

@@ -356,12 +356,15 @@ static void check_refused(void) {
     rm_model(dir);
 }
 
-/* QWENC_REPACK: unset = block-32 types, "all" = K-quants too, "0" = off;
- * the exact precision never repacks. */
+/* QWENC_REPACK: unset or "all" = block-32 types and K-quants, "block32" =
+ * block-32 types only, "0" = off; the exact precision never repacks. */
 static void check_repack_wanted(void) {
     unsetenv("QWENC_REPACK");
+    CHECK(model_repack_wanted(QW_PRECISION_FAST) == QW_REPACK_ALL && model_repack_wanted(QW_PRECISION_EXACT) == 0,
+          "repack by default in fast only, K-quants included");
+    setenv("QWENC_REPACK", "block32", 1);
     CHECK(model_repack_wanted(QW_PRECISION_FAST) == QW_REPACK_BLOCK32 && model_repack_wanted(QW_PRECISION_EXACT) == 0,
-          "repack by default in fast only, block-32 types");
+          "QWENC_REPACK=block32: block-32 types only");
     setenv("QWENC_REPACK", "all", 1);
     CHECK(model_repack_wanted(QW_PRECISION_FAST) == QW_REPACK_ALL && model_repack_wanted(QW_PRECISION_EXACT) == 0,
           "QWENC_REPACK=all: K-quants too");

@@ -161,6 +161,14 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
     }
 }
 
+/* The K-quant tiles (below) issue no software prefetch: their tile blocks
+ * are whole 64-byte lines read in order, which the hardware prefetchers
+ * stream well. In the model (real 1.5B Q4_K_M, decode, 2 threads, ABBA),
+ * prefetching the block 4 or 16 ahead into L2 made the Q6_K matmuls
+ * 25-40% slower than none (lm_head 7.9-8.3 vs 5.7-6.1 ms per token, quiet
+ * machine), and 2-4 ahead into L2 or L1 made Q4_K gate/up 25-30% slower
+ * (busy machine). */
+
 /* ---- Q4_K, Q5_K: a tile block is 16 rows' super-block (qrepack_ref.c's
  * K layout); sub-block j is unpacked and dotted as a block-32 tile block,
  * then kquant_ref.c's steps: isum = sc_j * dot, msum = mn_j * s (exact
@@ -237,8 +245,6 @@ INLINE void tile_k(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq,
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tb + 32)));
         UNROLL
-        for (int off = 0; off < S; off += 64) _mm_prefetch((const char *)(tb + S + off), _MM_HINT_T0);
-        UNROLL
         for (int j = 0; j < 8; j++) {
             __m512i w[8];
             unpack_k(T, tb, j, w);
@@ -281,7 +287,10 @@ static void matmul_qr_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
  * sum xs (computed once per call and token with vpsadbw):
  *   half_h = sum q qx - 32 xs_h, isum = sc_2j half_0 + sc_2j+1 half_1
  * (int32, exact), acc[j] += (d dx) isum: kquant_ref.c's steps. */
-enum { Q6_SC = 32, Q6_HI = 288, Q6_LO = 1312, Q6_SIZE = 3360 };
+enum { Q6_SC = 64, Q6_SUB = 320, Q6_SUB_BYTES = 384, Q6_SIZE = 3392 };
+/* sub-block j: its high planes (128 bytes), then its low nibbles (256) */
+static inline __attribute__((always_inline)) int q6_hi(int j) { return Q6_SUB + Q6_SUB_BYTES * j; }
+static inline __attribute__((always_inline)) int q6_lo(int j) { return Q6_SUB + Q6_SUB_BYTES * j + 128; }
 
 /* xs[2b + h] = sum of the 16 quants of half h of block b, for the nb blocks. */
 static void half_sums(int32_t *xs, const uint8_t *xr, int64_t nb) {
@@ -296,7 +305,7 @@ static void half_sums(int32_t *xs, const uint8_t *xr, int64_t nb) {
 
 INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
     const __m512i lo4 = _mm512_set1_epi8(15);
-    const uint8_t *q = tb + Q6_LO + 256 * j;
+    const uint8_t *q = tb + q6_lo(j);
     UNROLL
     for (int v = 0; v < 4; v++) {
         __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
@@ -305,7 +314,7 @@ INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
     }
     UNROLL
     for (int h = 0; h < 2; h++) {
-        const __m512i H = _mm512_loadu_si512((const void *)(tb + Q6_HI + 128 * j + 64 * h));
+        const __m512i H = _mm512_loadu_si512((const void *)(tb + q6_hi(j) + 64 * h));
         /* bits 2m..2m+1 of each byte to bits 4..5 (masked first: nothing crosses a byte) */
         w[4 * h + 0] = _mm512_or_si512(w[4 * h + 0], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x03)), 4));
         w[4 * h + 1] = _mm512_or_si512(w[4 * h + 1], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x0c)), 2));
@@ -347,8 +356,6 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
     for (int64_t B = 0; B < nsb; B++) {
         const uint8_t *tb = tile + B * Q6_SIZE;
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
-        UNROLL
-        for (int off = 0; off < Q6_SIZE; off += 64) _mm_prefetch((const char *)(tb + Q6_SIZE + off), _MM_HINT_T0);
         UNROLL
         for (int j = 0; j < 8; j++) {
             __m512i w[8];
