@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/bigmem.h"
 #include "base/log.h"
 #include "model/model_internal.h"
 
@@ -120,7 +121,7 @@ void model_free(qw_model *m) {
         free(p);
     }
     free(m->quant_buf);
-    free(m->repack_buf);
+    bigmem_free(m->repack_buf, (size_t)m->repack_bytes);
     free(m->layers);
     free(m->dir);
     free(m->name);

@@ -90,8 +90,10 @@ typedef struct qw_model {
     int n_by_dtype[QW_DTYPE_COUNT]; /* tensors read at load, by stored dtype */
     int n_quant_kept;   /* model_quantize: matrices already of a block type, kept as stored */
     void *quant_buf;    /* matrices made by model_quantize (owned) */
-    void *repack_buf;   /* the repacked copies (model_repack; owned) */
-    int64_t repack_bytes;
+    void *repack_buf;   /* the repacked copies and 16-bit copies (model_repack; base/bigmem.h, owned) */
+    int64_t repack_bytes;   /* all of repack_buf's copies */
+    int64_t repack_copied;  /* of which 16-bit matrices copied as they are */
+    int repack_huge;        /* repack_buf was given MADV_HUGEPAGE */
     void *priv;         /* mappings and owned buffers */
 } qw_model;
 
@@ -130,7 +132,9 @@ int model_quantize(qw_model *m, qw_dtype to, int threads, qw_err *err);
  * repacked copy in W->rp (kernels.h: "repacked weights"), with `threads`
  * threads; each original's mapped pages are released as its copy is made,
  * so memory is not doubled (the originals stay readable from the file).
- * For the fast precision only: the exact one never reads the copies.
+ * 16-bit matrices (BF16, F16) are copied as they are into the same
+ * huge-page buffer and W->data points at the copy (repack.c: why).
+ * For the fast precision only: the exact one never reads the tiles.
  * Nothing to do (0) where the level has no such kernel. Call after
  * model_quantize and kernels_init. -1 when out of memory. */
 enum { QW_REPACK_BLOCK32 = 1, QW_REPACK_ALL = 2 };

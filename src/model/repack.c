@@ -19,6 +19,14 @@
  * embedding) and the exact precision read it, faulting back in only the
  * pages they touch. One matrix at a time, tiles split over a temporary
  * pool, so the peak is the repacked copy plus one mapped matrix.
+ *
+ * 16-bit matrices (BF16, F16) are copied as they are, in the same pass: the
+ * copy lives in huge pages (base/bigmem.h) and the matrix's data points at
+ * it from then on (exact and fast precision read the same bytes), the
+ * mapped pages released as above. Their 1-row decode stream reads the whole
+ * model per token; in 4 KiB file pages it stalled at every page boundary
+ * (BF16 decode 0.80x llama.cpp, docs/PERFORMANCE.md). The repacked
+ * quantized copies share that buffer and its huge pages.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +34,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/bigmem.h"
 #include "base/log.h"
 #include "model/model_internal.h"
 #include "runtime/pool.h"
@@ -35,10 +44,17 @@ typedef struct {
     uint8_t *dst;
 } repack_job;
 
+static int is_16bit(qw_dtype t) { return t == QW_BF16 || t == QW_F16; }
+
 static void repack_run(void *arg, int tid, int nth) {
     const repack_job *j = arg;
     const qw_mat *m = j->mat;
     int64_t lo, hi, rb = qw_dtype_row_bytes(m->dtype, m->cols);
+    if (is_16bit(m->dtype)) { /* a plain copy, rows split over the pool */
+        pool_split(m->rows, 1, tid, nth, &lo, &hi);
+        if (hi > lo) memcpy(j->dst + lo * rb, (const uint8_t *)m->data + lo * rb, (size_t)((hi - lo) * rb));
+        return;
+    }
     int64_t tb = qw_repack_bytes(m->dtype, QW_RP_ROWS, m->cols); /* one tile's copy */
     pool_split(m->rows / QW_RP_ROWS, 1, tid, nth, &lo, &hi);
     if (hi > lo)
@@ -82,6 +98,17 @@ static void release(const void *p, int64_t n) {
  * lines, and a vector load that straddles two lines costs (kernels.h). */
 static int64_t line_padded(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+/* Bytes of w's copy: the repacked tiles, or the 16-bit rows as they are. */
+static int64_t copy_bytes(const qw_mat *w) {
+    return is_16bit(w->dtype) ? qw_dtype_row_bytes(w->dtype, w->cols) * w->rows
+                              : qw_repack_bytes(w->dtype, w->rows, w->cols);
+}
+
+/* Whether w is a 16-bit matrix that model_repack copies into huge pages. */
+static int copyable(const qw_mat *w, int which) {
+    return w->data && which > 0 && is_16bit(w->dtype) && w->rows > 0 && w->cols > 0;
+}
+
 int model_repackable(const qw_mat *w, int which) {
     const int kq = qw_dtype_block(w->dtype) == 256;
     return w->data && which > 0 && (!kq || which == QW_REPACK_ALL) && qw_repack_ok(w->dtype) &&
@@ -95,7 +122,7 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
     int n = 0;
     if (L > 64) return qw_errf(err, "repack: %d layers: more than this build handles (64)", L);
     if (m->repack_buf) return 0; /* done */
-    mats[n++] = &m->lm_head; /* the embedding itself is only looked up by row */
+    mats[n++] = &m->lm_head; /* the embedding itself is only looked up by row (a tied one moves with lm_head) */
     for (int l = 0; l < L; l++) {
         qw_layer *y = &m->layers[l];
         qw_mat *all[7] = {&y->wq, &y->wk, &y->wv, &y->wo, &y->w_gate, &y->w_up, &y->w_down};
@@ -103,28 +130,35 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
     }
     int64_t total = 0;
     for (int i = 0; i < n; i++)
-        if (model_repackable(mats[i], which)) total += line_padded(qw_repack_bytes(mats[i]->dtype, mats[i]->rows, mats[i]->cols));
+        if (model_repackable(mats[i], which) || copyable(mats[i], which)) total += line_padded(copy_bytes(mats[i]));
     if (total == 0) return 0;
-    uint8_t *buf = aligned_alloc(64, (size_t)((total + 63) / 64 * 64));
+    uint8_t *buf = bigmem_alloc((size_t)total, &m->repack_huge);
     qw_pool *pool = pool_create(threads < 1 ? 1 : threads);
     if (!buf || !pool) {
-        free(buf);
+        bigmem_free(buf, (size_t)total);
         pool_free(pool);
         return qw_errf(err, "repack: cannot allocate %lld MB", (long long)(total >> 20));
     }
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         qw_mat *w = mats[i];
-        if (!model_repackable(w, which)) continue;
+        const int copy = copyable(w, which);
+        if (!copy && !model_repackable(w, which)) continue;
         int64_t bytes = qw_dtype_row_bytes(w->dtype, w->cols) * w->rows;
+        const void *orig = w->data;
         repack_job j = {w, buf + off};
         pool_run(pool, repack_run, &j);
-        if (file_backed(m, w->data, bytes)) release(w->data, bytes); /* a tied lm_head: its lookups fault in a page per token */
-        w->rp = buf + off;
-        off += line_padded(qw_repack_bytes(w->dtype, w->rows, w->cols));
+        if (file_backed(m, orig, bytes)) release(orig, bytes); /* a tied lm_head: its lookups fault in a page per token */
+        if (copy) {
+            w->data = buf + off;
+            m->repack_copied += line_padded(copy_bytes(w));
+        }
+        else
+            w->rp = buf + off;
+        off += line_padded(copy_bytes(w));
     }
     pool_free(pool);
-    if (tied) m->embed.rp = m->lm_head.rp;
+    if (tied) m->embed = m->lm_head;
     m->repack_buf = buf;
     m->repack_bytes = total;
     return 0;
@@ -139,8 +173,12 @@ int model_repack_wanted(int precision) {
 int model_repack_logged(qw_model *m, int which, int threads, qw_err *err) {
     double t0 = qw_now();
     if (model_repack(m, which, threads, err)) return -1;
-    if (m->repack_bytes)
-        LOG_INFO("repacked %.0f MB of quantized weights into %d-row tiles in %.2f s", (double)m->repack_bytes / 1e6,
-                 QW_RP_ROWS, qw_now() - t0);
+    const int64_t tiles = m->repack_bytes - m->repack_copied;
+    if (tiles)
+        LOG_INFO("repacked %.0f MB of quantized weights into %d-row tiles%s in %.2f s", (double)tiles / 1e6,
+                 QW_RP_ROWS, m->repack_huge ? " (huge pages)" : "", qw_now() - t0);
+    if (m->repack_copied)
+        LOG_INFO("copied %.0f MB of 16-bit weights into %s in %.2f s", (double)m->repack_copied / 1e6,
+                 m->repack_huge ? "huge pages" : "memory", qw_now() - t0);
     return 0;
 }

@@ -195,12 +195,13 @@ static void check_config(int tied, qw_pool *pool) {
         return;
     }
     qw_err err;
-    qw_model *mb = NULL, *mq = NULL, *md = NULL, *mr = NULL;
+    qw_model *mb = NULL, *mq = NULL, *md = NULL, *mr = NULL, *mc = NULL;
     CHECK(model_load(&mr, dir, &err) == 0, "load: %s", err.msg);
+    CHECK(model_load(&mc, dir, &err) == 0, "load: %s", err.msg);
     CHECK(model_load(&mb, dir, &err) == 0, "load: %s", err.msg);
     CHECK(model_load(&mq, dir, &err) == 0, "load: %s", err.msg);
     CHECK(model_load(&md, dir, &err) == 0, "load: %s", err.msg);
-    if (!mb || !mq || !md || !mr) goto out;
+    if (!mb || !mq || !md || !mr || !mc) goto out;
     uint64_t bf16_bytes = mq->weight_bytes;
     CHECK(model_quantize(mq, QW_Q8_0, 2, &err) == 0, "quantize: %s", err.msg);
     CHECK(model_quantize(md, QW_Q8_0, 1, &err) == 0, "quantize: %s", err.msg);
@@ -218,6 +219,20 @@ static void check_config(int tied, qw_pool *pool) {
               mr->repack_bytes == (repacked ? (int64_t)mr->weight_bytes - (tied ? 0 : 512 * 68) : 0),
           "%s: every matrix but the embedding repacked (%lld bytes)", kernels()->name, (long long)mr->repack_bytes);
     if (!repacked) printf("  %s has no matmul_qr: repacked forward not exercised here\n", kernels()->name);
+    /* BF16 matrices: copied as they are into the repack buffer (huge pages),
+     * the mapped ones released; a tied embedding moves with lm_head */
+    CHECK(model_repack(mc, QW_REPACK_ALL, 2, &err) == 0, "repack BF16: %s", err.msg);
+    {
+        const uint8_t *cb = mc->repack_buf, *ce = cb + mc->repack_bytes;
+#define IN_COPY(p) ((const uint8_t *)(p) >= cb && (const uint8_t *)(p) < ce)
+        CHECK(cb && IN_COPY(mc->layers[1].w_gate.data) && IN_COPY(mc->layers[0].wq.data) &&
+                  IN_COPY(mc->lm_head.data) && IN_COPY(mc->embed.data) == tied &&
+                  (mc->lm_head.data == mc->embed.data) == tied && mc->layers[1].w_gate.rp == NULL &&
+                  mc->repack_bytes == (int64_t)mc->weight_bytes - (tied ? 0 : VOCAB * 64 * 2),
+              "tied=%d: every BF16 matrix but an untied embedding copied (%lld of %llu bytes)", tied,
+              (long long)mc->repack_bytes, (unsigned long long)mc->weight_bytes);
+#undef IN_COPY
+    }
     void *owned[4 + 7 * 64];
     int n_owned = 0;
     dequantize_all(md, owned, &n_owned);
@@ -293,6 +308,17 @@ static void check_config(int tied, qw_pool *pool) {
                    bagree, NTOK);
         } else
             CHECK(0, "%s: BF16 fast runs", names[li]);
+        /* the copied BF16 model: the same bits as the mapped one, both precisions */
+        float *cf = run(mc, pool, FA), *cx = run(mc, pool, EX), *ca = run_slots(mc, pool, FA, 3, 0);
+        if (bf && ba && cf && cx && ca)
+            CHECK(!memcmp(cf, bf, (size_t)NTOK * VOCAB * sizeof(float)) &&
+                      !memcmp(cx, lb, (size_t)NTOK * VOCAB * sizeof(float)) &&
+                      !memcmp(ca, ba, (size_t)STEPS * VOCAB * sizeof(float)),
+                  "%s tied=%d: BF16 copied into huge pages: fast, exact and batched logits unchanged, bit for bit",
+                  names[li], tied);
+        else
+            CHECK(0, "%s: copied BF16 runs", names[li]);
+        free(cf), free(cx), free(ca);
         free(bf), free(bfs), free(ba), free(bb);
         int exact = !strcmp(names[li], "ref") || !strcmp(names[li], "avx2") || !strcmp(names[li], "neon");
         if (exact)
@@ -331,6 +357,7 @@ out:
     model_free(mq);
     model_free(md);
     model_free(mr);
+    model_free(mc);
     rm_model(dir);
 }
 

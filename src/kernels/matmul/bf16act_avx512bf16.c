@@ -13,9 +13,12 @@
  *    (bf16act_ref.c; tests/kernels/test_bf16act.c).
  * Tiles, as measured (tools/bench_bf16act.sh, Zen 4):
  *  - n <= STREAM_N (decode, small batches): one row at a time x up to 6
- *    tokens, software prefetch PF_DIST ahead in the row: the weights are
- *    one sequential stream (4-row tiles, 4 interleaved streams with masked
- *    loads, reached only 9-12 GB/s on lm_head from DRAM against 16-22);
+ *    tokens: the weights are one sequential stream (4-row tiles, 4
+ *    interleaved streams with masked loads, reached only 9-12 GB/s on
+ *    lm_head from DRAM against 16-22). No software prefetch: with the
+ *    weights in huge pages (model/repack.c) the hardware's stream runs on
+ *    across 4 KiB boundaries, and a prefetch 2 KiB ahead only cost (BF16
+ *    0.5B decode, 6 interleaved rounds: 28.8 tok/s with it, 32.3 without);
  *  - larger n (prefill): 4 rows x up to 6 tokens (24 accumulators + 4
  *    weights + 1 activation = 29 of the 32 zmm), a 1-row tile for the
  *    o1 - o0 tail; the tokens are taken in blocks whose bf16 rows fit in
@@ -32,9 +35,8 @@
 
 /* STREAM_N: the largest n that streams one row at a time. X_L2: bytes of
  * bf16 activation rows a token block may take (half of a 1 MiB L2: the
- * weights and Y share it). PF_DIST: software prefetch distance (bytes) in the
- * stream of a 1-row tile. */
-enum { STREAM_N = 8, ROWS = 4, TOKS = 6, X_L2 = 512 * 1024, PF_DIST = 2048 };
+ * weights and Y share it). */
+enum { STREAM_N = 8, ROWS = 4, TOKS = 6, X_L2 = 512 * 1024 };
 
 /* Mask of the first m (0..32) bf16 lanes. */
 INLINE __mmask32 lanes32(int64_t m) { return m >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << m) - 1u); }
@@ -58,7 +60,6 @@ INLINE void step(__m512 acc[ROWS][TOKS], const uint16_t *X, int64_t ldx, const u
                  __mmask32 m, const int R, const int T) {
     __m512bh wv[ROWS];
     UNROLL for (int r = 0; r < R; r++) {
-        if (R == 1) _mm_prefetch((const char *)(w + i) + PF_DIST, _MM_HINT_T0);
         wv[r] = ld32(w + r * k + i, m);
     }
     UNROLL for (int t = 0; t < T; t++) {
