@@ -94,7 +94,12 @@ INLINE __m512 tree16(const __m512 a[8]) {
                          _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
 }
 
-/* One token against a whole tile, accumulators in registers (decode). */
+/* One token against a whole tile, accumulators in registers (decode). No
+ * software prefetch: the tile is one in-order stream, in huge pages
+ * (model/repack.c), which the hardware prefetchers follow; prefetching
+ * QR_PF_TILES blocks ahead cost decode 5-14% (real 0.5B Q4_K_M 103.8 vs
+ * 118.2 tok/s, Q4_0 125.2 vs 135.6, Q8_0 57.8 vs 60.6; 4 ABBA rounds,
+ * docs/PERFORMANCE.md). tile_many keeps it: prefill was 1-2% faster with it. */
 INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, __mmask16 keep) {
     const int64_t nb = k / 32;
     const int S = QW_RP_ROWS * blk_bytes(T);
@@ -106,9 +111,6 @@ INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, in
         for (int i = 0; i < 8; i++) {
             if (g + i >= nb) break;
             const uint8_t *tb = tile + (g + i) * S;
-            UNROLL
-            for (int off = 0; off < S; off += 64)
-                _mm_prefetch((const char *)(tb + QR_PF_TILES * S + off), _MM_HINT_T0);
             __m512i w[8];
             unpack(T, tb, w);
             __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));

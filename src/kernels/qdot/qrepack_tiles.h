@@ -60,7 +60,10 @@ INLINE void prefetch_block(int T, const uint8_t *tb) {
     for (int off = 0; off < S; off += 64) __builtin_prefetch(tb + QR_PF_TILES * S + off);
 }
 
-/* One token against a whole tile (decode). */
+/* One token against a whole tile (decode). No software prefetch: the tile
+ * is one in-order stream in huge pages (model/repack.c); prefetching
+ * QR_PF_TILES blocks ahead cost the avx2 level's decode 3-12% on Zen 4
+ * (docs/PERFORMANCE.md). tile_many (prefill, batches) keeps it. */
 INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, int lo, int hi) {
     const int64_t nb = k / 32;
     const int S = tile_block_bytes(T);
@@ -79,7 +82,6 @@ INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, in
             for (int i = 0; i < 8; i++) {
                 if (g + i >= nb) break;
                 const uint8_t *tb = tile + (g + i) * S;
-                if (p == p0) prefetch_block(T, tb);
                 qr_w w;
                 load_part(T, tb, p, &w);
                 a[i] = block_step(T, &w, vf_f16(tb, p), part_m(T, tb, p), xr, k, nb, g + i, a[i]);
