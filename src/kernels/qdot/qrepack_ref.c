@@ -73,19 +73,22 @@ static inline __attribute__((always_inline)) void repack_row(qw_dtype t, const t
     memcpy(tb + 2 * i, blk + tt->d_off, 2);
     if (L->m >= 0) memcpy(tb + L->m + 2 * i, blk + tt->m_off, 2);
     const uint8_t *qs = blk + tt->qs_off;
+    /* Four bytes at a time as one 32-bit word: every mask and shift below
+     * keeps each byte's bits inside that byte, so the word's byte order
+     * does not matter. */
     if (t == QW_Q8_0) {
-        for (int j = 0; j < 32; j++) tb[L->q + 64 * (j / 4) + 4 * i + j % 4] = (uint8_t)(qs[j] ^ 0x80);
+        for (int g = 0; g < 8; g++) {
+            uint32_t w = qw_u32_at(qs + 4 * g) ^ 0x80808080u;
+            memcpy(tb + L->q + 64 * g + 4 * i, &w, 4);
+        }
         return;
     }
-    /* nibble vector v: weights 8v + c (low) and 8v + 4 + c (high) */
+    /* nibble vector v: byte c holds weight 8v + c (low) and 8v + 4 + c
+     * (high); weights 0..15 are qs's low nibbles, 16..31 its high ones */
     for (int v = 0; v < 4; v++) {
-        uint8_t b4[4];
-        for (int c = 0; c < 4; c++) {
-            int a = v < 2 ? qs[8 * v + c] & 15 : qs[8 * (v - 2) + c] >> 4;
-            int b = v < 2 ? qs[8 * v + 4 + c] & 15 : qs[8 * (v - 2) + 4 + c] >> 4;
-            b4[c] = (uint8_t)(a | b << 4);
-        }
-        memcpy(tb + L->q + 64 * v + 4 * i, b4, 4);
+        const uint32_t a = qw_u32_at(qs + 8 * (v & 1)), b = qw_u32_at(qs + 8 * (v & 1) + 4);
+        const uint32_t o = v < 2 ? (a & 0x0F0F0F0Fu) | (b & 0x0F0F0F0Fu) << 4 : (a >> 4 & 0x0F0F0F0Fu) | (b & 0xF0F0F0F0u);
+        memcpy(tb + L->q + 64 * v + 4 * i, &o, 4);
     }
     if (L->qh >= 0) { /* mask j, bits 4i..4i+3: bits 4j..4j+3 of qh */
         uint32_t qh = qw_u32_at(blk + tt->qh_off);
@@ -125,11 +128,10 @@ static inline __attribute__((always_inline)) void repack_row_k(qw_dtype t, uint8
         uint8_t *q = tb + k_q(t) + 256 * j;
         const uint8_t *src = qs + 32 * (j / 2);
         const int sh = 4 * (j % 2);
-        for (int v = 0; v < 4; v++) { /* bytes 4i..4i+3 of vector v: weights 8v + c, 8v + 4 + c */
-            uint8_t b4[4];
-            for (int c = 0; c < 4; c++)
-                b4[c] = (uint8_t)(((src[8 * v + c] >> sh) & 15) | ((src[8 * v + 4 + c] >> sh) & 15) << 4);
-            memcpy(q + 64 * v + 4 * i, b4, 4);
+        for (int v = 0; v < 4; v++) { /* bytes 4i..4i+3 of vector v: weights 8v + c, 8v + 4 + c (as above) */
+            const uint32_t a = qw_u32_at(src + 8 * v) >> sh & 0x0F0F0F0Fu, b = qw_u32_at(src + 8 * v + 4) >> sh & 0x0F0F0F0Fu;
+            const uint32_t o = a | b << 4;
+            memcpy(q + 64 * v + 4 * i, &o, 4);
         }
         if (five) /* mask v, bits 4i..4i+3: bit j of qh[4v..4v+3] */
             for (int v = 0; v < 8; v++) {
