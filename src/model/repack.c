@@ -104,9 +104,12 @@ static int64_t copy_bytes(const qw_mat *w) {
                               : qw_repack_bytes(w->dtype, w->rows, w->cols);
 }
 
-/* Whether w is a 16-bit matrix that model_repack copies into huge pages. */
-static int copyable(const qw_mat *w, int which) {
-    return w->data && which > 0 && is_16bit(w->dtype) && w->rows > 0 && w->cols > 0;
+/* Whether w is a 16-bit matrix that model_repack copies into huge pages:
+ * only one in a file mapping, whose pages the copy replaces (one already in
+ * memory the model owns, e.g. an aligned copy, would be doubled). */
+static int copyable(const qw_model *m, const qw_mat *w, int which) {
+    return w->data && which > 0 && is_16bit(w->dtype) && w->rows > 0 && w->cols > 0 &&
+           file_backed(m, w->data, qw_dtype_row_bytes(w->dtype, w->cols) * w->rows);
 }
 
 int model_repackable(const qw_mat *w, int which) {
@@ -130,7 +133,7 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
     }
     int64_t total = 0;
     for (int i = 0; i < n; i++)
-        if (model_repackable(mats[i], which) || copyable(mats[i], which)) total += line_padded(copy_bytes(mats[i]));
+        if (model_repackable(mats[i], which) || copyable(m, mats[i], which)) total += line_padded(copy_bytes(mats[i]));
     if (total == 0) return 0;
     uint8_t *buf = bigmem_alloc((size_t)total, &m->repack_huge);
     qw_pool *pool = pool_create(threads < 1 ? 1 : threads);
@@ -142,7 +145,7 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         qw_mat *w = mats[i];
-        const int copy = copyable(w, which);
+        const int copy = copyable(m, w, which);
         if (!copy && !model_repackable(w, which)) continue;
         int64_t bytes = qw_dtype_row_bytes(w->dtype, w->cols) * w->rows;
         const void *orig = w->data;
@@ -152,8 +155,7 @@ int model_repack(qw_model *m, int which, int threads, qw_err *err) {
         if (copy) {
             w->data = buf + off;
             m->repack_copied += line_padded(copy_bytes(w));
-        }
-        else
+        } else
             w->rp = buf + off;
         off += line_padded(copy_bytes(w));
     }
