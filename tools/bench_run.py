@@ -19,10 +19,14 @@ the bandwidth probe once), reported as medians:
     start token is one for which greedy decoding does not reach EOS within
     TG+1 tokens (probed once per file), so both sides decode TG tokens;
   - memory read bandwidth with the benchmark's thread count (tools/membw.c),
-    once per round; the decode roofline of a file is that bandwidth (the median
-    round) divided by the weight bytes one decode step reads: the sum of the
-    file's tensor bytes, with the token embedding counted as one row (unless
-    it is also the output matrix, tied, then in full).
+    just before each file's runs in each round (the round's first probe
+    serves its first file); the decode roofline of a file is the median of
+    its own probes divided by the weight bytes one decode step reads: the sum
+    of the file's tensor bytes, with the token embedding counted as one row
+    (unless it is also the output matrix, tied, then in full). Per file, not
+    per run: on a shared host the bandwidth changes by phases minutes long
+    (measured 31-36 then 54-64 GB/s), and a probe minutes away from a file's
+    decode made its share meaningless.
 Writes OUT_DIR/bench-<UTC date>.md (a markdown table, also printed) and
 OUT_DIR/bench-<UTC date>.json (settings, machine, every raw figure).
 The llama.cpp side is skipped with a message when --llama-bench is not given
@@ -289,13 +293,18 @@ def main():
         if f["qwenc_error"]:
             log(f"qwenc cannot run {f['label']} ({f['path']}): {f['qwenc_error']}")
         f["raw"] = {"qwenc": [], "llama": []}
+        f["bandwidth_gbs"] = []
 
     bw = []
     for rep in range(args.reps):
         b = membw(args)
         bw.append(b)
         log(f"round {rep + 1}/{args.reps}: memory bandwidth {fmt(b)} GB/s ({args.threads} threads)")
-        for f in files:
+        for i, f in enumerate(files):
+            fb = b if i == 0 else membw(args)
+            f["bandwidth_gbs"].append(fb)
+            if i > 0:
+                log(f"round {rep + 1} {f['label']}: memory bandwidth {fmt(fb)} GB/s")
             sides = ["qwenc", "llama"] if rep % 2 == 0 else ["llama", "qwenc"]
             for side in sides:
                 if side == "qwenc":
@@ -313,7 +322,7 @@ def main():
                 log(f"round {rep + 1} {f['label']} {side}: prefill {fmt(r.get('prefill'))} decode "
                     f"{fmt(r.get('decode'), 2)} tok/s" + (f" ({r['error']})" if r.get("error") else ""))
 
-    # The median of the rounds: one probe can read far above the machine's
+    # Medians, not the best: one probe can read far above the machine's
     # bandwidth (measured: 54.6 GB/s among 29.8-32.4), and the best would
     # then make every share look low.
     bw_best = statistics.median([b for b in bw if b]) if any(bw) else None
@@ -323,7 +332,8 @@ def main():
         for side in ("qwenc", "llama"):
             for k in ("prefill", "decode"):
                 s[f"{side}_{k}"] = median([r.get(k) for r in f["raw"][side]])
-        roof = bw_best * 1e9 / f["weight_bytes"] if bw_best and f["weight_bytes"] else None
+        fbw = median(f["bandwidth_gbs"])
+        roof = fbw * 1e9 / f["weight_bytes"] if fbw and f["weight_bytes"] else None
         s["roofline"] = roof
         f["summary"] = s
         rows.append(f"| {f['label']} | {fmt(f['weight_bytes'] / 1e6 if f['weight_bytes'] else None, 0)} "
@@ -358,8 +368,9 @@ def main():
           f"(kernels {', '.join(kernels) or '?'}{', args ' + ' '.join(args.qwenc_arg) if args.qwenc_arg else ''}); "
           + (f"llama.cpp llama-bench build {llama_build} (OMP_WAIT_POLICY={args.llama_omp or 'unset'})"
              if args.llama_bench else "llama.cpp not measured") + ".",
-          f"Memory read bandwidth, {args.threads} threads (tools/membw.c), per round: "
-          + ", ".join(fmt(b) for b in bw) + " GB/s; the roofline uses their median.", "",
+          f"Memory read bandwidth, {args.threads} threads (tools/membw.c), probed before each file's runs: "
+          + "; ".join(f"{f['label']} " + ", ".join(fmt(b) for b in f["bandwidth_gbs"]) for f in files)
+          + " GB/s per round; each file's roofline uses the median of its own probes.", "",
           f"| file | weights read per token MB | qwenc {pp} tok/s | llama.cpp {pp} | ratio "
           f"| qwenc {tg} tok/s | llama.cpp {tg} | ratio | decode roofline tok/s | qwenc share | llama.cpp share |",
           "|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]

@@ -137,6 +137,36 @@ def test_bench_run_report(gguf_model, fakes, tmp_path):
     assert "| qwenc pp16 tok/s | llama.cpp pp16 |" in md and "build fake" in md
 
 
+# A probe that reads 10, 20, 30, ... GB/s, one more each call: which file's
+# roofline used which probe shows in the figures.
+FAKE_MEMBW_RISING = """#!PYTHON
+import os, sys
+c = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "membw.count")
+n = int(open(c).read()) + 1 if os.path.exists(c) else 1
+open(c, "w").write(str(n))
+print('{"threads": 2, "mib": 1, "best_gbs": %.2f, "median_gbs": 1.0}' % (10.0 * n))
+"""
+
+
+def test_bench_run_probes_bandwidth_per_file(gguf_model, fakes, tmp_path):
+    """Each file's roofline comes from the probes taken just before its own
+    runs (the round's probe serves the first file), not from one per round."""
+    llama, _ = fakes
+    membw = script(tmp_path / "membw-rising", FAKE_MEMBW_RISING)
+    r = bench(tmp_path, "--model", f"a={gguf_model}", "--model", f"b={gguf_model}", "--llama-bench", llama,
+              "--membw", membw, "--reps", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    md, js = report(tmp_path)
+    fa, fb = js["files"]
+    # round 1: probe 10 (a), 20 (b); round 2: 30 (a), 40 (b)
+    assert fa["bandwidth_gbs"] == [10.0, 30.0] and fb["bandwidth_gbs"] == [20.0, 40.0], (fa, fb)
+    assert js["bandwidth_gbs"] == [10.0, 30.0]
+    _, wbytes = bench_run.gguf_facts(gguf_model)
+    assert fa["summary"]["roofline"] == pytest.approx(20e9 / wbytes)
+    assert fb["summary"]["roofline"] == pytest.approx(30e9 / wbytes)
+    assert "a 10.0, 30.0; b 20.0, 40.0 GB/s per round" in md, md
+
+
 def test_bench_run_llama_failure_is_reported_not_fatal(gguf_model, fakes, tmp_path):
     llama, membw = fakes
     open(llama + ".mode", "w").write("FAIL")
