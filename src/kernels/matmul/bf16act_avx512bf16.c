@@ -102,6 +102,10 @@ INLINE void tile(float *Y, int64_t ldy, const uint16_t *X, int64_t ldx, const ui
     int64_t i = 0;
     for (; i + 32 <= k; i += 32) step(acc, X, ldx, w, k, i, (__mmask32)0xffffffffu, R, T);
     if (i < k) step(acc, X, ldx, w, k, i, lanes32(k - i), R, T);
+    if (R == 1) { /* the decode stream: a few outputs per row, folded one by one */
+        UNROLL for (int t = 0; t < T; t++) Y[t * ldy] = fold16(acc[0][t]);
+        return;
+    }
     /* the R * T outputs folded 16 at a time (unused slots zero) */
     __m512 v[2][16];
     float out[32];
