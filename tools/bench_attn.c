@@ -5,7 +5,10 @@
  * a long context streams from memory as in a real decode step). Rounds
  * alternate the types; prints the median microseconds per token (all 48
  * calls) per level and type, and each type's ratio to f32.
- *   build/bench/bench_attn [-n ROWS] [-r ROUNDS]   (tools/bench_attn.sh)
+ * With -t RUN, each call is a prefill run (kernels.h: attn) of RUN tokens
+ * ending at row N, and the time is per token of the run; -l LEVEL times one
+ * level only.
+ *   build/bench/bench_attn [-n ROWS] [-r ROUNDS] [-t RUN] [-l LEVEL]   (tools/bench_attn.sh)
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,10 +32,17 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    int n = 2000, rounds = 15;
+    int n = 2000, rounds = 15, run = 1;
+    const char *only = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-n")) n = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-t")) run = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-l")) only = argv[i + 1];
+    }
+    if (n < 1 || rounds < 1 || run < 1 || run > n) {
+        fprintf(stderr, "bench_attn: need 1 <= RUN <= ROWS and ROUNDS >= 1\n");
+        return 2;
     }
     int np = (n + PAGE - 1) / PAGE;
     /* one page per (call, page index): K rows then V rows, float32 or 16-bit */
@@ -50,13 +60,15 @@ int main(int argc, char **argv) {
             pages[t][c] = p;
         }
     }
-    float q[NQ * HD], out[NQ * HD], *S = malloc((size_t)NQ * n * sizeof(float));
-    for (int i = 0; i < NQ * HD; i++) q[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
+    float *q = malloc((size_t)run * NQ * HD * sizeof(float)), *out = malloc((size_t)run * NQ * HD * sizeof(float));
+    float *S = malloc((size_t)qw_attn_scratch(run, NQ, n - run + 1) * sizeof(float));
+    for (int i = 0; i < run * NQ * HD; i++) q[i] = (float)((rand() % 2001) - 1000) / 1000.0f;
     const char *const *names = kernels_level_names();
-    printf("attention, %d rows, %d heads x hd %d, %d calls per token, %d rounds\n", n, NQ, HD, CALLS, rounds);
+    printf("attention, %d rows, runs of %d tokens, %d heads x hd %d, %d calls, %d rounds; us per token\n", n, run,
+           NQ, HD, CALLS, rounds);
     for (int li = 0; names[li]; li++) {
         const qw_kernels *L = kernels_level(names[li]);
-        if (!L) continue;
+        if (!L || (only && strcmp(only, names[li]))) continue;
         double *us[QW_KV_TYPE_COUNT];
         for (int t = 0; t < QW_KV_TYPE_COUNT; t++) us[t] = malloc((size_t)rounds * sizeof(double));
         for (int r = 0; r < rounds; r++)
@@ -66,9 +78,9 @@ int main(int argc, char **argv) {
                 double t0 = now();
                 for (int c = 0; c < CALLS; c++) {
                     qw_kv_rows kv = {(const float *const *)pages[t] + (size_t)c * np, 0, PAGE * HD, HD, 6};
-                    fn(out, q, NQ, HD, &kv, n, 0.125f, S);
+                    fn(out, q, NQ * HD, run, NQ, HD, &kv, n - run + 1, 0.125f, S);
                 }
-                us[t][r] = (now() - t0) * 1e6;
+                us[t][r] = (now() - t0) * 1e6 / run;
             }
         double med[QW_KV_TYPE_COUNT];
         for (int t = 0; t < QW_KV_TYPE_COUNT; t++) {

@@ -45,9 +45,14 @@
 #include "infer/kvcache.h"
 #include "kernels/kernels.h"
 
-/* Attention scratch: one score row per thread; threads beyond this many
+/* Attention scratch: one score area per thread; threads beyond this many
  * take no attention work (they still share the matmuls). */
 #define ATT_MAX_THREADS 64
+/* Tokens per attention run (att_plan), and the score rows a thread's
+ * scratch holds at least (more when the context is longer): a run of m
+ * tokens at n cached rows needs about m * n of them. */
+#define ATT_RUN_TOKENS 16
+#define ATT_RUN_ROWS 8192
 /* Output-row granularity of the matmul split (kept SIMD friendly). */
 #define ROW_ALIGN 16
 /* Shares per thread of a matmul (see mm_shares). */
@@ -100,7 +105,10 @@ struct qw_ctx {
     float *tmp;     /* [B][hidden] output of o_proj / down_proj */
     float *gate;    /* [B][inter] */
     float *up;      /* [B][inter] */
-    float *scores;  /* [ATT_MAX_THREADS][group * n_ctx] attn kernel scratch (group = query heads per kv head) */
+    float *scores;  /* [ATT_MAX_THREADS][group * att_rows] attn kernel scratch (group = query heads per kv head) */
+    int64_t att_rows;  /* max(n_ctx, ATT_RUN_ROWS) */
+    int32_t *att_run0; /* [B + 1] first batch index of each attention run, then b->n */
+    int n_att_runs;
     float *logits;  /* [B][vocab]; pages touched only for rows in use */
     int32_t *out_rows;  /* [B] batch index of each logits row */
     int n_out;
@@ -181,6 +189,7 @@ void ctx_free(qw_ctx *c) {
     free(c->gate);
     free(c->up);
     free(c->scores);
+    free(c->att_run0);
     free(c->logits);
     free(c->out_rows);
     free(c->slot_last);
@@ -275,7 +284,9 @@ qw_ctx *ctx_create_kv(const qw_model *m, int n_slots, int n_ctx, int max_batch, 
     c->tmp = xmalloc(B * (size_t)cfg->hidden * F);
     c->gate = xmalloc(B * (size_t)cfg->inter * F);
     c->up = xmalloc(B * (size_t)cfg->inter * F);
-    c->scores = xmalloc((size_t)ATT_MAX_THREADS * (size_t)(c->nh / c->nkv) * (size_t)n_ctx * F);
+    c->att_rows = n_ctx > ATT_RUN_ROWS ? n_ctx : ATT_RUN_ROWS;
+    c->scores = xmalloc((size_t)ATT_MAX_THREADS * (size_t)(c->nh / c->nkv) * (size_t)c->att_rows * F);
+    c->att_run0 = xmalloc((B + 1) * sizeof(int32_t));
     c->logits = xmalloc(B * (size_t)cfg->vocab * F);
     c->out_rows = xmalloc(B * sizeof(int32_t));
     c->slot_last = xmalloc((size_t)n_slots * sizeof(int32_t));
@@ -286,7 +297,7 @@ qw_ctx *ctx_create_kv(const qw_model *m, int n_slots, int n_ctx, int max_batch, 
     c->xq = xmalloc64(B * (size_t)c->xq_ld);
     if (!c->rope_cos || !c->rope_sin || !c->x || !c->xn || !c->q || !c->k ||
         !c->v || !c->att || !c->tmp || !c->gate || !c->up || !c->scores || !c->logits || !c->out_rows ||
-        !c->slot_last || !c->xq) {
+        !c->slot_last || !c->xq || !c->att_run0) {
         qw_errf(err, "ctx_create: out of memory (activations of %d tokens)", max_batch);
         ctx_free(c);
         return NULL;
@@ -477,12 +488,38 @@ static void matmul_par(qw_ctx *c, qw_pool *pool, int step, float *Y, int64_t ldy
     prof_end(c, step, W->dtype, t0);
 }
 
-/* Causal GQA attention at one layer, one work item per (token, kv head):
- * the `group` query heads that share a kv head go through one attn kernel
- * call, so each K and V row of positions 0..pos is read once for all of
- * them. The kernel's result for a head does not depend on the other heads
- * of the call, so neither the batch nor the thread count (which may split a
- * group's heads, below) changes any bit of a token's attention output. */
+/* Attention runs: consecutive batch tokens of one slot at consecutive
+ * positions (a prompt being prefilled) share one attn kernel call, which
+ * reads each K and V row once for the whole run instead of once per
+ * token. A run is capped at ATT_RUN_TOKENS, shorter where that leaves fewer
+ * than 4 work items per thread, and to what the thread's score scratch
+ * holds. Where the runs are cut changes no bit of any token's output
+ * (kernels.h: invariance), so neither the batch nor the thread count does. */
+static void att_plan(qw_ctx *c, const qw_batch *b, int nth) {
+    int64_t cap = (int64_t)b->n * c->nkv / (4 * (int64_t)nth);
+    if (cap > ATT_RUN_TOKENS) cap = ATT_RUN_TOKENS;
+    if (cap < 1) cap = 1;
+    int runs = 0;
+    for (int t = 0; t < b->n;) {
+        int slot = b->slot ? b->slot[t] : 0, m = 1;
+        int64_t n0 = (int64_t)b->pos[t] + 1;
+        while (t + m < b->n && m < cap && (b->slot ? b->slot[t + m] : 0) == slot && b->pos[t + m] == b->pos[t] + m &&
+               qw_attn_scratch(m + 1, 1, n0) <= c->att_rows)
+            m++;
+        c->att_run0[runs++] = t;
+        t += m;
+    }
+    c->att_run0[runs] = b->n;
+    c->n_att_runs = runs;
+}
+
+/* Causal GQA attention at one layer, one work item per (run, kv head): the
+ * `group` query heads that share a kv head go through one attn kernel call
+ * for all the run's tokens, so each K and V row of the run's positions is
+ * read once for all of them. The kernel's result for a (token, head) does
+ * not depend on the other tokens and heads of the call, so neither the
+ * batch nor the thread count (which may split a group's heads, below)
+ * changes any bit of a token's attention output. */
 static void att_run(void *arg, int tid, int nth) {
     qw_ctx *c = arg;
     if (tid >= ATT_MAX_THREADS) return;
@@ -491,26 +528,28 @@ static void att_run(void *arg, int tid, int nth) {
     const qw_batch *b = c->b;
     int hd = c->hd, group = c->nh / c->nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
-    float *S = c->scores + (int64_t)tid * group * c->n_ctx;
+    float *S = c->scores + (int64_t)tid * group * c->att_rows;
     qw_attn_fn attn = qw_attn_for(K, c->kv_type);
-    /* With fewer (token, kv head) pairs than threads (decode on a many-core
+    /* With fewer (run, kv head) pairs than threads (decode on a many-core
      * machine), the query heads of a group are split among threads too. */
-    int64_t pairs = (int64_t)b->n * c->nkv;
+    int64_t pairs = (int64_t)c->n_att_runs * c->nkv;
     int sub = pairs >= nth ? 1 : (int)((nth + pairs - 1) / pairs);
     if (sub > group) sub = group;
     int64_t items = pairs * sub;
-    /* Strided so that long (late) and short (early) tokens mix evenly. */
+    /* Strided so that long (late) and short (early) runs mix evenly. */
     for (int64_t it = tid; it < items; it += nth) {
         int64_t pr = it / sub;
-        int t = (int)(pr / c->nkv), g = (int)(pr % c->nkv), sp = (int)(it % sub);
+        int r = (int)(pr / c->nkv), g = (int)(pr % c->nkv), sp = (int)(it % sub);
         int h0 = sp * group / sub, h1 = (sp + 1) * group / sub, nq = h1 - h0;
         if (nq <= 0) continue;
+        int t = c->att_run0[r], nt = c->att_run0[r + 1] - t;
         int slot = b->slot ? b->slot[t] : 0, pos = b->pos[t];
         int64_t base = c->layer * c->layer_stride + g * c->head_stride;
         int64_t qoff = (int64_t)t * c->q_dim + ((int64_t)g * group + h0) * hd;
         qw_kv_rows rows = {kv_slot_pages(c->kv, slot), base, base + c->nkv * c->head_stride, hd, c->page_shift};
-        /* q, att: [nq][hd]; cache rows 0..pos through the slot's pages */
-        attn(c->att + qoff, c->q + qoff, nq, hd, &rows, pos + 1, scale, S);
+        /* q, att: [nt][q_dim], the group's nq heads; cache rows 0..pos+nt-1
+         * through the slot's pages */
+        attn(c->att + qoff, c->q + qoff, c->q_dim, nt, nq, hd, &rows, pos + 1, scale, S);
     }
 }
 
@@ -635,6 +674,7 @@ int forward(qw_ctx *c, const qw_batch *b, qw_pool *pool, qw_err *err) {
     const qw_kernels *K = kernels();
     const int64_t H = cfg->hidden, I = cfg->inter, n = b->n;
     c->b = b;
+    att_plan(c, b, pool_threads(pool) < ATT_MAX_THREADS ? pool_threads(pool) : ATT_MAX_THREADS);
 
     if (c->prof_on) {
         c->prof_kind = n <= PROF_DECODE_MAX ? PROF_DECODE : PROF_PREFILL;

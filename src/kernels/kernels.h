@@ -277,8 +277,12 @@ static inline const uint16_t *qw_kv_row16(const qw_kv_rows *kv, int64_t off, int
 }
 
 /* The attention kernel's signature (qw_kernels.attn below). */
-typedef void (*qw_attn_fn)(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                           float scale, float *S);
+typedef void (*qw_attn_fn)(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                           const qw_kv_rows *kv, int64_t n, float scale, float *S);
+
+/* Scratch floats an attention call needs (qw_kernels.attn): nq scores for
+ * each row of each token of the run. */
+static inline int64_t qw_attn_scratch(int64_t nt, int64_t nq, int64_t n) { return nq * (nt * n + nt * (nt - 1) / 2); }
 
 typedef struct qw_kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
@@ -313,20 +317,25 @@ typedef struct qw_kernels {
     /* y[i] += x[i] */
     void (*add)(float *y, const float *x, int64_t n);
 
-    /* Attention of nq query heads sharing one kv head, over cache rows
-     * 0..n-1 (n >= 1), as transformers' eager attention computes it:
-     *   s[h][p] = (q[h] . K[p]) * scale
-     *   out[h]  = sum_p softmax(s[h])[p] * V[p]
-     * q, out: nq rows of hd floats (row stride hd; out must not overlap q,
-     * K, V or S). K, V: n rows of hd floats, found through the page table
-     * kv (qw_kv_rows below: the paged KV cache). S: scratch of nq * n
-     * floats. Every cache row is read once for all nq heads, in one pass
-     * over K and one over V.
-     * Invariance: each head's output is computed with the same sequence of
-     * float operations whatever nq and the head's place among the nq, so
-     * splitting a group's heads over threads, or running a token alone or
-     * in a batch, gives the same bits; and whatever the page size, so a
-     * paged cache gives the bits of a contiguous one. */
+    /* Attention of nq query heads sharing one kv head, for a run of nt >= 1
+     * consecutive tokens of one sequence: token j (0 <= j < nt) attends
+     * cache rows 0..n+j-1 (n >= 1), as transformers' eager attention
+     * computes it:
+     *   s[j][h][p] = (q[j][h] . K[p]) * scale
+     *   out[j][h]  = sum_p softmax(s[j][h])[p] * V[p]
+     * q, out: token j's nq rows of hd floats start at q + j * ldq and
+     * out + j * ldq (row stride hd; out must not overlap q, K, V or S). K,
+     * V: n + nt - 1 rows of hd floats, found through the page table kv
+     * (qw_kv_rows below: the paged KV cache). S: scratch of
+     * qw_attn_scratch(nt, nq, n) floats. Every cache row is read once for
+     * all the run's tokens and heads (in chunks of up to 32 of each), in one
+     * pass over K and one over V: a prefill reads the cache once per run,
+     * not once per token.
+     * Invariance: each (token, head)'s output is computed with the same
+     * sequence of float operations whatever nt, nq and its place among
+     * them, so splitting a group's heads over threads, running a token
+     * alone, in a run or in a batch, gives the same bits; and whatever the
+     * page size, so a paged cache gives the bits of a contiguous one. */
     qw_attn_fn attn;
     /* The same over 16-bit K and V (qw_kv_row16), indexed by qw_kv_type
      * (attn16[QW_KV_F32] is NULL; use qw_attn_for): out is bit for bit

@@ -600,9 +600,9 @@ static void attn_case_t(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, 
     paged_build(&f32, K, V, n, ld, shift);
     for (int64_t i = 0; i < nq * hd + 9; i++) ob[i] = SENTINEL;
     for (int64_t i = 0; i < nq * n; i++) S[i] = 1e30f;
-    attn(out, q, nq, hd, &pg.kv, n, scale, S);
+    attn(out, q, nq * hd, 1, nq, hd, &pg.kv, n, scale, S);
     for (int64_t i = 0; i < nq * n; i++) S[i] = -7.0f;
-    attn_ref(orf, q, nq, hd, &pg.kv, n, scale, S);
+    attn_ref(orf, q, nq * hd, 1, nq, hd, &pg.kv, n, scale, S);
     int bad = 0, bad_guard = 0, bad_split = 0;
     CHECK(ob[0] == SENTINEL, "%s attn wrote before out", L->name);
     for (int64_t i = nq * hd + 1; i < nq * hd + 9; i++)
@@ -645,19 +645,19 @@ static void attn_case_t(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, 
             }
         }
         /* the same head alone */
-        attn(o1, q + h * hd, 1, hd, &pg.kv, n, scale, S);
+        attn(o1, q + h * hd, hd, 1, 1, hd, &pg.kv, n, scale, S);
         if (memcmp(o1, out + h * hd, (size_t)hd * 4) != 0) bad_split++;
     }
     int64_t a = nq / 2;
     if (a > 0) {
-        attn(o2, q, a, hd, &pg.kv, n, scale, S);
-        attn(o2 + a * hd, q + a * hd, nq - a, hd, &pg.kv, n, scale, S);
+        attn(o2, q, a * hd, 1, a, hd, &pg.kv, n, scale, S);
+        attn(o2 + a * hd, q + a * hd, (nq - a) * hd, 1, nq - a, hd, &pg.kv, n, scale, S);
         if (memcmp(o2, out, (size_t)(nq * hd) * 4) != 0) bad_split++;
     }
-    attn(o2, q, nq, hd, &one.kv, n, scale, S);
+    attn(o2, q, nq * hd, 1, nq, hd, &one.kv, n, scale, S);
     int bad_paging = memcmp(o2, out, (size_t)(nq * hd) * 4) != 0;
     /* a 16-bit cache gives the float32 kernel's bits on the same values */
-    L->attn(o2, q, nq, hd, &f32.kv, n, scale, S);
+    L->attn(o2, q, nq * hd, 1, nq, hd, &f32.kv, n, scale, S);
     int bad_f32 = memcmp(o2, out, (size_t)(nq * hd) * 4) != 0;
     CHECK(bad == 0, "%s attn %s nq=%lld hd=%lld n=%lld ld=%lld: %d bad", L->name, tn, (long long)nq, (long long)hd,
           (long long)n, (long long)ld, bad);
@@ -691,6 +691,73 @@ static void attn_case_t(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, 
  * page edge inside every tile), 4, 8, 64 (the KV cache's) and one page. */
 static void attn_case(const qw_kernels *L, int64_t nq, int64_t hd, int64_t n, int64_t ld, float qmag, int shift) {
     for (int t = 0; t < QW_KV_TYPE_COUNT; t++) attn_case_t(L, nq, hd, n, ld, qmag, shift, (qw_kv_type)t);
+}
+
+/* A run of nt tokens (kernels.h: attn): token j over rows 0..n0+j-1, q
+ * and out rows ldq apart (ldq > nq * hd: the gaps hold a sentinel that
+ * must stay), the scratch exactly qw_attn_scratch floats (ASan sees an
+ * overrun). Each token's output must be bitwise the same level's
+ * one-token call (a prefill run gives decode's bits); the reference's run
+ * must be its own one-token calls too. */
+static void attn_run_case(const qw_kernels *L, int64_t nt, int64_t nq, int64_t hd, int64_t n0, int shift,
+                          qw_kv_type t) {
+    qw_attn_fn attn = qw_attn_for(L, t), attn_ref = qw_attn_for(g_ref, t);
+    const char *tn = t == QW_KV_F32 ? "f32" : t == QW_KV_F16 ? "f16" : "bf16";
+    int64_t n = n0 + nt - 1, ld = hd + 3, ldq = nq * hd + 5;
+    float *q = malloc((size_t)(nt * ldq) * 4), *K = calloc((size_t)(n * ld), 4), *V = calloc((size_t)(n * ld), 4);
+    float *out = malloc((size_t)(nt * ldq) * 4), *outr = malloc((size_t)(nt * ldq) * 4);
+    float *o1 = malloc((size_t)(nq * hd) * 4);
+    int64_t ns = qw_attn_scratch(nt, nq, n0), ns1 = qw_attn_scratch(1, nq, n);
+    float *S = malloc((size_t)(ns > ns1 ? ns : ns1) * 4);
+    for (int64_t i = 0; i < nt * ldq; i++) q[i] = frand() * 3.0f;
+    for (int64_t i = 0; i < n * ld; i++) {
+        K[i] = i % ld >= hd ? NAN : frand();
+        V[i] = i % ld >= hd ? NAN : frand() * 2;
+    }
+    paged pg;
+    paged_build_t(&pg, K, V, n, ld, shift, t);
+    for (int64_t i = 0; i < nt * ldq; i++) out[i] = outr[i] = SENTINEL;
+    for (int64_t i = 0; i < ns; i++) S[i] = 1e30f;
+    attn(out, q, ldq, nt, nq, hd, &pg.kv, n0, 1.0f / sqrtf((float)hd), S);
+    attn_ref(outr, q, ldq, nt, nq, hd, &pg.kv, n0, 1.0f / sqrtf((float)hd), S);
+    int bad = 0, bad_ref = 0, bad_gap = 0;
+    for (int64_t j = 0; j < nt; j++) {
+        attn(o1, q + j * ldq, nq * hd, 1, nq, hd, &pg.kv, n0 + j, 1.0f / sqrtf((float)hd), S);
+        bad += memcmp(o1, out + j * ldq, (size_t)(nq * hd) * 4) != 0;
+        attn_ref(o1, q + j * ldq, nq * hd, 1, nq, hd, &pg.kv, n0 + j, 1.0f / sqrtf((float)hd), S);
+        bad_ref += memcmp(o1, outr + j * ldq, (size_t)(nq * hd) * 4) != 0;
+        for (int64_t i = nq * hd; i < ldq; i++) bad_gap += out[j * ldq + i] != SENTINEL;
+    }
+    CHECK(bad == 0, "%s attn %s run nt=%lld nq=%lld hd=%lld n0=%lld: %d tokens differ from one-token calls", L->name,
+          tn, (long long)nt, (long long)nq, (long long)hd, (long long)n0, bad);
+    CHECK(bad_ref == 0, "ref attn %s run nt=%lld nq=%lld hd=%lld n0=%lld: %d tokens differ from one-token calls", tn,
+          (long long)nt, (long long)nq, (long long)hd, (long long)n0, bad_ref);
+    CHECK(bad_gap == 0, "%s attn %s run nt=%lld: wrote between the tokens' rows", L->name, tn, (long long)nt);
+    paged_free(&pg);
+    free(q);
+    free(K);
+    free(V);
+    free(out);
+    free(outr);
+    free(o1);
+    free(S);
+}
+
+/* Runs across the 8-row score tiles, the 64-position V blocks and the
+ * 32-token chunks, starting at row 1 (a prompt's first token) and later. */
+static void check_attn_runs(const qw_kernels *L) {
+    static const int64_t nts[] = {1, 2, 3, 7, 8, 9, 16, 33, 70};
+    static const int64_t n0s[] = {1, 2, 7, 8, 9, 63, 64, 65, 130};
+    static const int64_t hds[] = {64, 12, 17, 128, 8};
+    static const int64_t nqs[] = {7, 1, 3, 6, 33};
+    int k = 0;
+    for (size_t a = 0; a < sizeof nts / sizeof nts[0]; a++)
+        for (size_t b = 0; b < sizeof n0s / sizeof n0s[0]; b++, k++) {
+            if (nts[a] * n0s[b] > 2000) continue;
+            int64_t hd = hds[k % 5], nq = nqs[(k / 5) % 5];
+            attn_run_case(L, nts[a], nq, hd, n0s[b], k % 2 ? 6 : 2, (qw_kv_type)(k % QW_KV_TYPE_COUNT));
+        }
+    attn_run_case(L, 40, 7, 64, 1, 6, QW_KV_F32); /* a prompt's first 40 tokens, Qwen2.5-0.5B's shape */
 }
 
 /* The 16-bit KV store: bitwise the reference's rounding (nearest even;
@@ -729,6 +796,7 @@ static void check_attn(const qw_kernels *L) {
     attn_case(L, 7, 64, 1000, 64, 4.0f, 6);  /* Qwen2.5-0.5B decode at ~1000 */
     attn_case(L, 33, 16, 70, 16, 2.0f, 3);   /* more heads than one chunk */
     attn_case(L, 40, 64, 20, 64, 1.0f, 0);
+    check_attn_runs(L);
 }
 
 static void check_conversions(void) {

@@ -3,16 +3,26 @@
  * Compiled with the *_avx2.c flags (-mavx2 -mfma -mf16c) and installed only
  * when cpu.c found AVX2; a stub on other architectures.
  *
- * One call handles the nq query heads of one kv head, in two passes over the
- * cache, each reading every row once, front to back, for all nq heads:
- *  1. scores: 8 K rows at a time, for each head in turn (8 accumulators
- *     of 8 lanes over hd, the K loads folded into the FMAs, two hsum4x8);
- *     then per head max, exp (qw_exp8_avx2) and sum;
+ * One call handles the nq query heads of one kv head for a run of nt
+ * consecutive tokens (a prompt being prefilled; nt = 1 in decode), in two
+ * passes over the cache, each reading every row once, front to back, for
+ * all the run's tokens and heads:
+ *  1. scores: 8 K rows at a time, for each token and head in turn (8
+ *     accumulators of 8 lanes over hd, the K loads folded into the FMAs,
+ *     two hsum4x8); then per token and head max, exp (qw_exp8_avx2) and
+ *     sum;
  *  2. weighted V sum: blocks of PB positions (the block's V rows stay in
- *     L1 while every head sweeps them: one head x up to 64 dims per tile,
- *     8 accumulators, the V loads folded into the FMAs, two positions per
- *     trip); the output rows hold the running sums between blocks; finally
+ *     L1 while every token and head sweeps them: one head x up to 64 dims
+ *     per tile, 8 accumulators, the V loads folded into the FMAs, two
+ *     positions per trip; the block's row pointers looked up once); the
+ *     output rows hold the running sums between blocks; finally
  *     out *= 1 / sum.
+ * Runs: a prefill used to call the kernel once per token, so every token
+ * read the whole cache again (24 MB per token at 1000 rows of a 0.5B in
+ * float32). Sharing each K tile and V block among 16 tokens took the
+ * kernel from ~550 to ~330 us per token (tools/bench_attn.sh -n 256 -t 16,
+ * one thread, f16 cache) and attention from ~140 to ~102 ms of a 512-token
+ * Q4_0 prefill (QWENC_PROFILE, 2 threads).
  * Prefetch: without it the two passes barely overlap memory and compute
  * (per call ~32 us in L2, ~27 us for a plain read of the same 512 KB, ~75
  * us for the kernel streaming from DRAM). During the K pass, K is
@@ -24,9 +34,10 @@
  * Bounding the V prefetch keeps long contexts from evicting it before use.
  * Invariance (kernels.h): every score is one 8-lane FMA chain over hd in
  * order, hsum4x8 (lane r depends on row r only; a short last tile repeats
- * its last row), a scalar FMA tail, times scale; every output element is
- * one FMA chain over p in order. None of this depends on nq, on which
- * heads share a tile, or on the block a position falls in.
+ * its last row, and a token whose rows end inside a tile stores only its
+ * own lanes), a scalar FMA tail, times scale; every output element is one
+ * FMA chain over p in order. None of this depends on nt, nq, on which
+ * tokens and heads share a tile, or on the block a position falls in.
  * 16-bit caches (attn16): the same code, each K/V element converted
  * exactly as it is loaded (ld8 / ld1), so the result is this kernel's on
  * the float32 values; the prefetches cover the rows' bytes either way. At
@@ -49,7 +60,8 @@ enum {
     PB = 64,       /* positions per V block: 16 KB of V at hd = 64 */
     PF_K_ROWS = 32, /* K rows prefetched ahead of the scores tile */
     PF_V_BYTES = 256 * 1024, /* V prefetched into L2 during the K pass (at most half a Zen 3 L2) */
-    MAX_HEADS = 32 /* heads per chunk (1 / sum kept on the stack) */
+    MAX_HEADS = 32, /* heads per chunk (1 / sum kept on the stack) */
+    MAX_RUN = 32    /* tokens per chunk */
 };
 
 /* {sum(a), sum(b), sum(c), sum(d)}; lane r depends only on its input. */
@@ -124,32 +136,34 @@ INLINE void score_rows8(float *s, int64_t nr, const char *const k[8], const floa
 
 /* Running sums out[h0][d0 .. d0 + 8 DV) += sum_{p in [p0, p1)} S[h0][p] V[p][...]
  * (first block: start from zero). One head, up to 64 dims: DV accumulators,
- * the V loads folded into the FMAs, one broadcast per position. */
-INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
+ * the V loads folded into the FMAs, one broadcast per position. vr[p - p0]
+ * points at row p's column d0 (the block's rows are looked up once for
+ * every token and head, and the DV loads take constant offsets). */
+INLINE void v_tile(float *out, const float *S, int64_t n, const char *const *vr, int64_t hd, int64_t p0,
                    int64_t p1, int64_t d0, int64_t h0, const int DV, int first, const int T) {
     __m256 acc[8];
     float *o = out + h0 * hd + d0;
     const float *w = S + h0 * n;
+    const int64_t c0 = d0 * (T == QW_KV_F32 ? 4 : 2);
     UNROLL for (int j = 0; j < DV; j++) acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + 8 * j);
     int64_t p = p0;
     for (; p + 2 <= p1; p += 2) { /* two positions per trip; each element's FMAs stay in p order */
-        /* the two rows may sit in different pages */
-        const char *v = row_at(kv, kv->v_off, p, T), *v1 = row_at(kv, kv->v_off, p + 1, T);
+        const char *v = vr[p - p0] + c0, *v1 = vr[p + 1 - p0] + c0;
         __m256 wa = _mm256_broadcast_ss(w + p), wb = _mm256_broadcast_ss(w + p + 1);
-        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, ld8(v, d0 + 8 * j, T), acc[j]);
-        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wb, ld8(v1, d0 + 8 * j, T), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, ld8(v, 8 * j, T), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wb, ld8(v1, 8 * j, T), acc[j]);
     }
     if (p < p1) {
-        const char *v = row_at(kv, kv->v_off, p, T);
+        const char *v = vr[p - p0] + c0;
         __m256 wa = _mm256_broadcast_ss(w + p);
-        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, ld8(v, d0 + 8 * j, T), acc[j]);
+        UNROLL for (int j = 0; j < DV; j++) acc[j] = _mm256_fmadd_ps(wa, ld8(v, 8 * j, T), acc[j]);
     }
     UNROLL for (int j = 0; j < DV; j++) _mm256_storeu_ps(o + 8 * j, acc[j]);
 }
 
-INLINE void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *kv, int64_t hd, int64_t p0,
+INLINE void v_tile_any(float *out, const float *S, int64_t n, const char *const *vr, int64_t hd, int64_t p0,
                        int64_t p1, int64_t d0, int64_t h0, int DV, int first, const int T) {
-#define VT(dv) v_tile(out, S, n, kv, hd, p0, p1, d0, h0, dv, first, T)
+#define VT(dv) v_tile(out, S, n, vr, hd, p0, p1, d0, h0, dv, first, T)
     switch (DV) {
     case 8: VT(8); break;
     case 4: VT(4); break;
@@ -159,105 +173,140 @@ INLINE void v_tile_any(float *out, const float *S, int64_t n, const qw_kv_rows *
 #undef VT
 }
 
-/* At most MAX_HEADS heads. */
-INLINE void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                       float scale, float *S, const int T) {
+/* Token j of a run (kernels.h: attn): its scores start at S + nq * (j * n +
+ * j * (j - 1) / 2), one row of n + j per head. */
+INLINE float *run_scores(float *S, int64_t nq, int64_t n, int64_t j) { return S + nq * (j * n + j * (j - 1) / 2); }
+
+/* nt <= MAX_RUN tokens, nq <= MAX_HEADS heads: token j attends rows
+ * 0 .. n + j - 1. Each K tile and V block is read once for every token and
+ * head of the run; each (token, head) gets exactly the operations of a
+ * one-token call. */
+INLINE void attn_chunk(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                       const qw_kv_rows *kv, int64_t n, float scale, float *S, const int T) {
     const int64_t es = T == QW_KV_F32 ? 4 : 2; /* bytes per element */
-    /* 1. scores, 8 rows at a time for every head (the rows stay in L1);
-     * meanwhile the first PF_V_BYTES of V are prefetched into L2 */
+    const int64_t nmax = n + nt - 1;          /* rows of the last token */
+    /* 1. scores, 8 rows at a time for every token and head (the rows stay
+     * in L1); meanwhile the first PF_V_BYTES of V are prefetched into L2 */
     int64_t vpf = PF_V_BYTES / (kv->ld * es);
-    if (vpf > n) vpf = n;
-    for (int64_t p = 0; p < n; p += 8) {
-        int64_t nr = n - p < 8 ? n - p : 8;
+    if (vpf > nmax) vpf = nmax;
+    for (int64_t p = 0; p < nmax; p += 8) {
+        /* the tile's rows, the last one repeated past the run's end; a
+         * token with fewer rows stores only its own lanes, and lane r
+         * depends on row r alone */
+        int64_t ntile = nmax - p < 8 ? nmax - p : 8;
         const char *k[8];
-        for (int r = 0; r < 8; r++) k[r] = row_at(kv, kv->k_off, p + (r < nr ? r : nr - 1), T);
-        for (int64_t h = 0; h < nq; h++) {
-            /* prefetches spread over the heads' tiles, one share per head */
-            for (int64_t r = p + h * 8 / nq; r < p + (h + 1) * 8 / nq; r++)
-                for (int64_t b = 0; b < hd * es; b += 64) {
-                    if (r + PF_K_ROWS < n) _mm_prefetch(row_at(kv, kv->k_off, r + PF_K_ROWS, T) + b, _MM_HINT_T0);
-                    if (r < vpf) _mm_prefetch(row_at(kv, kv->v_off, r, T) + b, _MM_HINT_T1);
-                }
-            score_rows8(S + h * n + p, nr, k, q + h * hd, hd, scale, T);
+        for (int r = 0; r < 8; r++) k[r] = row_at(kv, kv->k_off, p + (r < ntile ? r : ntile - 1), T);
+        int64_t j0 = p < n ? 0 : p - n + 1; /* first token with a row in the tile */
+        for (int64_t j = j0; j < nt; j++) {
+            int64_t nj = n + j, nr = nj - p < 8 ? nj - p : 8;
+            float *Sj = run_scores(S, nq, n, j);
+            for (int64_t h = 0; h < nq; h++) {
+                /* prefetches spread over the first token's heads, one share per head */
+                if (j == j0)
+                    for (int64_t r = p + h * 8 / nq; r < p + (h + 1) * 8 / nq; r++)
+                        for (int64_t b = 0; b < hd * es; b += 64) {
+                            if (r + PF_K_ROWS < nmax)
+                                _mm_prefetch(row_at(kv, kv->k_off, r + PF_K_ROWS, T) + b, _MM_HINT_T0);
+                            if (r < vpf) _mm_prefetch(row_at(kv, kv->v_off, r, T) + b, _MM_HINT_T1);
+                        }
+                score_rows8(Sj + h * nj + p, nr, k, q + j * ldq + h * hd, hd, scale, T);
+            }
         }
     }
     /* softmax numerators and 1 / sum */
-    float inv[MAX_HEADS];
-    for (int64_t h = 0; h < nq; h++) {
-        float *s = S + h * n;
-        int64_t i = 0;
-        float mx = s[0];
-        if (n >= 8) {
-            __m256 m = _mm256_loadu_ps(s);
-            for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + i));
-            __m128 x = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-            x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-            x = _mm_max_ss(x, _mm_movehdup_ps(x));
-            mx = _mm_cvtss_f32(x);
-        }
-        for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
-        __m256 mv = _mm256_set1_ps(mx), sv = _mm256_setzero_ps();
-        for (i = 0; i + 8 <= n; i += 8) {
-            __m256 e = qw_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
-            _mm256_storeu_ps(s + i, e);
-            sv = _mm256_add_ps(sv, e);
-        }
-        float sum = hsum8(sv);
-        for (; i < n; i++) {
-            s[i] = expf(s[i] - mx);
-            sum += s[i];
-        }
-        inv[h] = 1.0f / sum;
-    }
-    /* 2. weighted sum of V rows, block by block */
-    int64_t hd8 = hd - hd % 8;
-    for (int64_t p0 = 0; p0 < n; p0 += PB) {
-        int64_t p1 = p0 + PB < n ? p0 + PB : n;
-        int first = p0 == 0;
-        for (int64_t d0 = 0; d0 < hd8;) {
-            int64_t left = (hd8 - d0) / 8;
-            int DV = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-            for (int64_t h = 0; h < nq; h++)
-                v_tile_any(out, S, n, kv, hd, p0, p1, d0, h, DV, first, T);
-            d0 += 8 * DV;
-        }
-        for (int64_t h = 0; h < nq; h++)
-            for (int64_t d = hd8; d < hd; d++) {
-                float a = first ? 0.0f : out[h * hd + d];
-                for (int64_t p = p0; p < p1; p++) a = fma1(S[h * n + p], ld1(row_at(kv, kv->v_off, p, T), d, T), a);
-                out[h * hd + d] = a;
+    float inv[MAX_RUN * MAX_HEADS];
+    for (int64_t j = 0; j < nt; j++)
+        for (int64_t h = 0; h < nq; h++) {
+            int64_t nj = n + j;
+            float *s = run_scores(S, nq, n, j) + h * nj;
+            int64_t i = 0;
+            float mx = s[0];
+            if (nj >= 8) {
+                __m256 m = _mm256_loadu_ps(s);
+                for (i = 8; i + 8 <= nj; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + i));
+                __m128 x = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+                x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+                x = _mm_max_ss(x, _mm_movehdup_ps(x));
+                mx = _mm_cvtss_f32(x);
             }
+            for (; i < nj; i++) mx = s[i] > mx ? s[i] : mx;
+            __m256 mv = _mm256_set1_ps(mx), sv = _mm256_setzero_ps();
+            for (i = 0; i + 8 <= nj; i += 8) {
+                __m256 e = qw_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+                _mm256_storeu_ps(s + i, e);
+                sv = _mm256_add_ps(sv, e);
+            }
+            float sum = hsum8(sv);
+            for (; i < nj; i++) {
+                s[i] = expf(s[i] - mx);
+                sum += s[i];
+            }
+            inv[j * nq + h] = 1.0f / sum;
+        }
+    /* 2. weighted sum of V rows, block by block; a block stays in L1 while
+     * every token and head of the run sweeps it */
+    int64_t hd8 = hd - hd % 8;
+    for (int64_t p0 = 0; p0 < nmax; p0 += PB) {
+        int first = p0 == 0;
+        int64_t j0 = p0 < n ? 0 : p0 - n + 1;
+        const char *vr[PB];
+        for (int64_t p = p0; p < p0 + PB && p < nmax; p++) vr[p - p0] = row_at(kv, kv->v_off, p, T);
+        for (int64_t j = j0; j < nt; j++) {
+            int64_t nj = n + j, p1 = p0 + PB < nj ? p0 + PB : nj;
+            const float *Sj = run_scores(S, nq, n, j);
+            float *oj = out + j * ldq;
+            for (int64_t d0 = 0; d0 < hd8;) {
+                int64_t left = (hd8 - d0) / 8;
+                int DV = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+                for (int64_t h = 0; h < nq; h++) v_tile_any(oj, Sj, nj, vr, hd, p0, p1, d0, h, DV, first, T);
+                d0 += 8 * DV;
+            }
+            for (int64_t h = 0; h < nq; h++)
+                for (int64_t d = hd8; d < hd; d++) {
+                    float a = first ? 0.0f : oj[h * hd + d];
+                    for (int64_t p = p0; p < p1; p++)
+                        a = fma1(Sj[h * nj + p], ld1(vr[p - p0], d, T), a);
+                    oj[h * hd + d] = a;
+                }
+        }
     }
-    for (int64_t h = 0; h < nq; h++) {
-        float *o = out + h * hd;
-        __m256 iv = _mm256_set1_ps(inv[h]);
-        int64_t d = 0;
-        for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), iv));
-        for (; d < hd; d++) o[d] *= inv[h];
+    for (int64_t j = 0; j < nt; j++)
+        for (int64_t h = 0; h < nq; h++) {
+            float *o = out + j * ldq + h * hd, iv1 = inv[j * nq + h];
+            __m256 iv = _mm256_set1_ps(iv1);
+            int64_t d = 0;
+            for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), iv));
+            for (; d < hd; d++) o[d] *= iv1;
+        }
+}
+
+/* Runs of at most MAX_RUN tokens, chunks of at most MAX_HEADS heads; each
+ * chunk's scores from the start of S (it fits: kernels.h's bound covers
+ * every sub-run and head chunk). */
+INLINE void attn_any(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                     const qw_kv_rows *kv, int64_t n, float scale, float *S, const int T) {
+    for (int64_t j = 0; j < nt; j += MAX_RUN) {
+        int64_t mt = nt - j < MAX_RUN ? nt - j : MAX_RUN;
+        for (int64_t h = 0; h < nq; h += MAX_HEADS) {
+            int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
+            attn_chunk(out + j * ldq + h * hd, q + j * ldq + h * hd, ldq, mt, m, hd, kv, n + j, scale, S, T);
+        }
     }
 }
 
-INLINE void attn_any(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                     float scale, float *S, const int T) {
-    for (int64_t h = 0; h < nq; h += MAX_HEADS) {
-        int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
-        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S, T);
-    }
+static void attn_avx2(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                      const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_F32);
 }
 
-static void attn_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                      float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F32);
+static void attn_f16_avx2(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                          const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_F16);
 }
 
-static void attn_f16_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                          float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F16);
-}
-
-static void attn_bf16_avx2(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                           float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_BF16);
+static void attn_bf16_avx2(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                           const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_BF16);
 }
 
 /* vcvtps2ph rounds to nearest even, as the reference's qw_f32_to_f16. */

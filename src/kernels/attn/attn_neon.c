@@ -170,30 +170,34 @@ INLINE void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
     }
 }
 
-INLINE void attn_any(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                     float scale, float *S, const int T) {
-    for (int64_t h = 0; h < nq; h += MAX_HEADS) {
-        int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
-        attn_chunk(out + h * hd, q + h * hd, m, hd, kv, n, scale, S, T);
-    }
+/* A run of nt tokens (kernels.h): token j by itself over its n + j rows,
+ * so a run gives each token the bits of a one-token call. (Sharing each K
+ * tile and V block among the run's tokens, as attn_avx2.c does, has not
+ * been measured on arm64 hardware.) */
+INLINE void attn_any(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                     const qw_kv_rows *kv, int64_t n, float scale, float *S, const int T) {
+    for (int64_t j = 0; j < nt; j++)
+        for (int64_t h = 0; h < nq; h += MAX_HEADS) {
+            int64_t m = nq - h < MAX_HEADS ? nq - h : MAX_HEADS;
+            attn_chunk(out + j * ldq + h * hd, q + j * ldq + h * hd, m, hd, kv, n + j, scale, S, T);
+        }
 }
 
-static void attn_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                      float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F32);
+static void attn_neon(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                      const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_F32);
 }
 
-static void attn_f16_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                          float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F16);
+static void attn_f16_neon(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                          const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_F16);
 }
 
-static void attn_bf16_neon(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                           float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_BF16);
+static void attn_bf16_neon(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                           const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_BF16);
 }
 
-/* fcvtn rounds to nearest even (FPCR's default mode), as qw_f32_to_f16. */
 static void store_f16_neon(uint16_t *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));

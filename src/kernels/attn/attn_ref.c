@@ -26,7 +26,8 @@ INLINE float kv_at(const qw_kv_rows *kv, int64_t off, int64_t p, int64_t i, qw_k
     return t == QW_KV_F16 ? qw_f16_to_f32(h) : qw_bf16_to_f32(h);
 }
 
-INLINE void attn_any(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
+/* One token: nq heads over rows 0..n-1, scores in S[nq][n]. */
+INLINE void attn_one(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
                      float scale, float *S, qw_kv_type t) {
     for (int64_t h = 0; h < nq; h++) {
         const float *qh = q + h * hd;
@@ -51,19 +52,25 @@ INLINE void attn_any(float *out, const float *q, int64_t nq, int64_t hd, const q
     }
 }
 
-static void attn_ref(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                     float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F32);
+/* A run of nt tokens: token j by itself, over its n + j rows. */
+INLINE void attn_any(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                     const qw_kv_rows *kv, int64_t n, float scale, float *S, qw_kv_type t) {
+    for (int64_t j = 0; j < nt; j++) attn_one(out + j * ldq, q + j * ldq, nq, hd, kv, n + j, scale, S, t);
 }
 
-static void attn_f16_ref(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                         float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_F16);
+static void attn_ref(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                     const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_F32);
 }
 
-static void attn_bf16_ref(float *out, const float *q, int64_t nq, int64_t hd, const qw_kv_rows *kv, int64_t n,
-                          float scale, float *S) {
-    attn_any(out, q, nq, hd, kv, n, scale, S, QW_KV_BF16);
+static void attn_f16_ref(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                         const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_F16);
+}
+
+static void attn_bf16_ref(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
+                          const qw_kv_rows *kv, int64_t n, float scale, float *S) {
+    attn_any(out, q, ldq, nt, nq, hd, kv, n, scale, S, QW_KV_BF16);
 }
 
 static void store_f16_ref(uint16_t *y, const float *x, int64_t n) {
