@@ -8,8 +8,9 @@ then src/kernels/qdot/qdot_ref.c as code: the Qwen2.5-Coder files read both), ru
 the first N tokens (default 400) through `qwenc --logits-out` with
 --precision exact and --precision fast, and prints for each the perplexity
 of the text (next-token log-likelihood), their relative difference, the
-top-1 agreement of the two precisions over the positions, and the largest
-logit difference. Targets (issue 10): perplexity within 0.5% of exact,
+top-1 agreement of the two precisions over the positions, the largest and
+the rms logit difference, and the mean KL divergence of the fast
+next-token distribution from the exact one. Targets (issue 10): perplexity within 0.5% of exact,
 top-1 agreement >= 98%.
 """
 import argparse
@@ -56,9 +57,18 @@ def main():
     agree = float((top["fast"] == top["exact"]).mean())
     rel = (ppl["fast"] - ppl["exact"]) / ppl["exact"]
     maxdiff = float(np.abs(out["fast"] - out["exact"]).max())
+    rms = float(np.sqrt(((out["fast"].astype(np.float64) - out["exact"]) ** 2).mean()))
+    # mean KL(exact || fast) of the next-token distributions, in nats
+    lp = {}
+    for prec, lg in out.items():
+        x = lg.astype(np.float64)
+        x = x - x.max(1, keepdims=True)
+        lp[prec] = x - np.log(np.exp(x).sum(1, keepdims=True))
+    kl = float((np.exp(lp["exact"]) * (lp["exact"] - lp["fast"])).sum(1).mean())
     print(f"{n} tokens of {', '.join(os.path.relpath(p, ROOT) for p in texts)}")
     print(f"perplexity exact {ppl['exact']:.4f}  fast {ppl['fast']:.4f}  ({100 * rel:+.3f}%)")
     print(f"top-1 agreement fast vs exact: {100 * agree:.2f}% of {n} positions; max |logit diff| {maxdiff:.4f}")
+    print(f"logit diff rms {rms:.4f}; mean KL(exact || fast) {kl:.6f} nats")
     ok = abs(rel) <= 0.005 and agree >= 0.98
     print("targets (|ppl diff| <= 0.5%, top-1 >= 98%):", "met" if ok else "MISSED")
     return 0 if ok else 1

@@ -68,6 +68,9 @@ static void check_quantize(const qw_kernels *L, const qw_kernels *ref) {
             int32_t s, sum = 0;
             memcpy(&d, a + k + 4 * bl, 4);
             memcpy(&s, a + k + 4 * (k / 32) + 4 * bl, 4);
+            float ds;
+            memcpy(&ds, a + k + 8 * (k / 32) + 4 * bl, 4);
+            if (ds != d * (float)s) bad++;
             for (int j = 0; j < 32; j++) {
                 sum += q[j];
                 if (q[j] < -127) bad++;
@@ -81,11 +84,11 @@ static void check_quantize(const qw_kernels *L, const qw_kernels *ref) {
         free(a);
         free(b);
     }
-    CHECK(bad == 0, "%s quantize_qa8 == ref bytes, and follows the rule (%d bad)", L->name, bad);
+    CHECK(bad == 0, "%s quantize_qa8 == ref bytes, and follows the rule (q, d, s, ds; %d bad)", L->name, bad);
     /* amax 127: id = 1, so x * id lands exactly on halves: rounded to even */
     float x[32] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -126.5f, 3.5f};
     static const int8_t want[10] = {127, 0, 2, 2, 0, -2, -2, 126, -126, 4};
-    uint8_t q[40];
+    uint8_t q[44];
     L->quantize_qa8(q, x, 32);
     int32_t s;
     memcpy(&s, q + 36, 4);
@@ -197,7 +200,7 @@ static void check_type(const qw_kernels *L, const qw_kernels *ref, int ti) {
 }
 
 int main(void) {
-    CHECK(qw_qa8_row_bytes(896) == 896 + 28 * 8 && qw_qa8_row_bytes(32) % 8 == 0, "QA8 row bytes");
+    CHECK(qw_qa8_row_bytes(896) == 896 + 28 * 12 && qw_qa8_row_bytes(32) % 4 == 0, "QA8 row bytes");
     const qw_kernels *ref = kernels_level("ref");
     for (int ti = 0; ti < N_TYPES; ti++) {
         CHECK(qw_dtype_row_bytes(k_types[ti].dt, 32) == k_types[ti].bytes, "%s block bytes",

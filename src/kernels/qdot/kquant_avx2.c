@@ -4,7 +4,8 @@
  * most 2 * 63 * 127 = 16002: no saturation) and vpmaddwd to int32, then
  * the horizontal sums and scales of kquant_x86.h. The float steps are
  * kquant_ref.c's; shared unpacking and tiling in kquant_x86.h.
- *  - Q4_K / Q5_K: the min term mn * s from the QA8 block sums (vpmulld).
+ *  - Q4_K / Q5_K: the plain dots (scaled_sums with unit scales), then
+ *    the reference's dsc * dot and -dmn * ds in float.
  *  - Q6_K: unsigned q (0..63), and the -32 offset as 32 * qx pairs
  *    (vpmaddubsw of 32 with the activations, once per token and
  *    super-block) subtracted in int16, |q - 32| * 127 * 2 <= 8128.
@@ -24,9 +25,9 @@ INLINE __m256i dot4(__m256i w, const int8_t *x) {
 INLINE __m256 step_q45(__m256 acc, const row_q45 *r, const tok_q45 *x) {
     __m256i p[8];
     UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(r->w[j], x->q + 32 * j);
-    const __m256i isum = scaled_sums(p, r->sa, r->sb), msum = _mm256_mullo_epi32(r->mn, x->s);
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(r->d, x->dx), _mm256_cvtepi32_ps(isum), acc);
-    return _mm256_fnmadd_ps(_mm256_mul_ps(r->dmin, x->dx), _mm256_cvtepi32_ps(msum), acc);
+    /* fmaf(dx, dsc * dot, acc), then fmaf(-dmn, ds, acc) (fnmadd: -(a b) + c, one rounding) */
+    acc = _mm256_fmadd_ps(x->dx, _mm256_mul_ps(r->dsc, _mm256_cvtepi32_ps(plain_sums(p))), acc);
+    return _mm256_fnmadd_ps(r->dmn, x->ds, acc);
 }
 
 typedef struct {

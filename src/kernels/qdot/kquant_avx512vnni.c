@@ -5,8 +5,8 @@
  * operations in two, and a sub-block is 32 bytes. Installed into the avx512
  * table only where cpu.c saw the AVX512-VNNI bit. The float steps are
  * kquant_ref.c's; shared unpacking, horizontal sums and tiling in
- * kquant_x86.h. Q4_K / Q5_K: the min term mn * s from the QA8 block
- * sums. Q6_K: unsigned q (0..63); each sub-block's vpdpbusd starts from
+ * kquant_x86.h. Q4_K / Q5_K: the plain dots, then the reference's
+ * dsc * dot and -dmn * ds (the QA8 row's d * s) in float. Q6_K: unsigned q (0..63); each sub-block's vpdpbusd starts from
  * -32 * qx (summed 4 at a time, once per token and super-block), so it
  * gives the sums of (q - 32) * qx that the packs in scaled_sums need.
  * Prefill (n > TILE_TOKENS) takes its own transposed path (below).
@@ -24,9 +24,9 @@ INLINE __m256i dot4(__m256i acc, __m256i w, const int8_t *x) {
 INLINE __m256 step_q45(__m256 acc, const row_q45 *r, const tok_q45 *x) {
     __m256i p[8];
     UNROLL for (int j = 0; j < 8; j++) p[j] = dot4(_mm256_setzero_si256(), r->w[j], x->q + 32 * j);
-    const __m256i isum = scaled_sums(p, r->sa, r->sb), msum = _mm256_mullo_epi32(r->mn, x->s);
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(r->d, x->dx), _mm256_cvtepi32_ps(isum), acc);
-    return _mm256_fnmadd_ps(_mm256_mul_ps(r->dmin, x->dx), _mm256_cvtepi32_ps(msum), acc);
+    /* fmaf(dx, dsc * dot, acc), then fmaf(-dmn, ds, acc) (fnmadd: -(a b) + c, one rounding) */
+    acc = _mm256_fmadd_ps(x->dx, _mm256_mul_ps(r->dsc, _mm256_cvtepi32_ps(plain_sums(p))), acc);
+    return _mm256_fnmadd_ps(r->dmn, x->ds, acc);
 }
 
 typedef struct {
@@ -83,9 +83,10 @@ static void matmul_q_q6_k_tiles(float *Y, int64_t ldy, const void *XQ, int64_t l
 #define KP_XT_CAP (128 * 1024)    /* bytes of transposed activations */
 #define KP_TOKENS 32              /* tokens per block at most */
 
-/* One transposed super-block of a weight row: quants, the int32 scale of
- * each lane (Q6_K: per 16-weight group; Q4_K / Q5_K: lanes 0-7 the scale,
- * 8-15 the min of sub-block i % 8), d and dmin. */
+/* One transposed super-block of a weight row: quants and sc: Q6_K: the
+ * int32 scale of each lane (per 16-weight group); Q4_K / Q5_K: the float
+ * bits of the reference's dsc (lanes 0-7) and dmn (8-15) of sub-block
+ * i % 8. */
 typedef struct {
     __m512i q[4];
     __m512i sc;
@@ -97,12 +98,12 @@ typedef struct {
     __m512i off;
 } kp_xsb;
 
-/* A block of transposed rows (with d, dmin) and of tokens, in the
+/* A block of transposed rows (with Q6_K's d) and of tokens, in the
  * thread's scratch. */
 typedef struct {
     kp_wsb wt[KP_WT_CAP / sizeof(kp_wsb)];
     kp_xsb xt[KP_XT_CAP / sizeof(kp_xsb)];
-    float wd[KP_WT_CAP / sizeof(kp_wsb)], wdm[KP_WT_CAP / sizeof(kp_wsb)];
+    float wd[KP_WT_CAP / sizeof(kp_wsb)]; /* Q6_K's d */
 } kp_scratch;
 _Static_assert(sizeof(kp_scratch) <= QW_SCRATCH_BYTES, "kquant_avx512vnni prefill scratch");
 
@@ -121,7 +122,7 @@ INLINE void transpose_sb(__m512i t[4], const __m512i z[4]) {
 INLINE __m512i pair512(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 
 /* Weight super-block at b (Q4_K, Q5_K with five set, or Q6_K with Q6 set). */
-INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b, int five) {
+INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, const uint8_t *b, int five) {
     __m256i w[8];
     if (Q6) {
         row_q6 r;
@@ -132,20 +133,12 @@ INLINE void kp_prep_w(int Q6, kp_wsb *o, float *d, float *dmin, const uint8_t *b
         o->sc = _mm512_cvtepi8_epi32(
             _mm_shuffle_epi8(s, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
         *d = qw_f16_at_f16c(b + 208);
-        *dmin = 0.0f;
     } else {
         row_q45 r;
         prep_row_q45(&r, b, five);
         UNROLL for (int j = 0; j < 8; j++) w[j] = r.w[j];
-        /* the 6-bit scales as in scales_q45, as int32 lanes (r.mn: the mins) */
-        uint32_t u0, u1, u2;
-        memcpy(&u0, b + 4, 4);
-        memcpy(&u1, b + 8, 4);
-        memcpy(&u2, b + 12, 4);
-        uint64_t scv = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
-        o->sc = pair512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)scv)), r.mn);
-        *d = qw_f16_at_f16c(b);
-        *dmin = qw_f16_at_f16c(b + 2);
+        o->sc = pair512(_mm256_castps_si256(r.dsc), _mm256_castps_si256(r.dmn));
+        *d = 0.0f; /* folded into dsc, dmn */
     }
     __m512i z[4];
     UNROLL for (int m = 0; m < 4; m++) z[m] = pair512(w[2 * m], w[2 * m + 1]);
@@ -167,35 +160,32 @@ INLINE void kp_prep_x(int Q6, kp_xsb *o, const uint8_t *xr, int64_t B) {
 
 /* One token against R transposed rows: Y[r] for r < R. */
 INLINE void kp_token_rows(int Q6, int R, float *Y, const kp_xsb *xt, const uint8_t *xr, int64_t k, const kp_wsb *wt,
-                          const float *wd, const float *wdm, int64_t nsb) {
+                          const float *wd, int64_t nsb) {
     __m256 acc[KP_ROWS];
     UNROLL for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     const float *dxp = (const float *)(xr + k);
-    const int32_t *sxp = (const int32_t *)(xr + k + 4 * (k / 32));
+    const float *dsp = (const float *)(xr + k + 8 * (k / 32));
     for (int64_t B = 0; B < nsb; B++) {
         const kp_xsb *x = xt + B;
         const __m256 dx = _mm256_loadu_ps(dxp + 8 * B);
-        const __m256i sx = Q6 ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(sxp + 8 * B));
+        const __m256 ds = Q6 ? _mm256_setzero_ps() : _mm256_loadu_ps(dsp + 8 * B);
         __m512i p[KP_ROWS];
         UNROLL for (int r = 0; r < R; r++) p[r] = x->off;
         UNROLL for (int c = 0; c < 4; c++)
             UNROLL for (int r = 0; r < R; r++) p[r] = _mm512_dpbusd_epi32(p[r], wt[r * nsb + B].q[c], x->q[c]);
         UNROLL for (int r = 0; r < R; r++) {
             const kp_wsb *w = &wt[r * nsb + B];
-            __m256i isum;
             if (Q6) {
                 __m512i ps = _mm512_mullo_epi32(p[r], w->sc);
-                isum = _mm256_add_epi32(_mm512_castsi512_si256(ps), _mm512_extracti64x4_epi64(ps, 1));
-            } else {
-                __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(p[r]), _mm512_extracti64x4_epi64(p[r], 1));
-                isum = _mm256_mullo_epi32(s8, _mm512_castsi512_si256(w->sc));
-            }
-            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(wd[r * nsb + B]), dx), _mm256_cvtepi32_ps(isum),
-                                     acc[r]);
-            if (!Q6) {
-                __m256i msum = _mm256_mullo_epi32(_mm512_extracti64x4_epi64(w->sc, 1), sx);
-                acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_set1_ps(wdm[r * nsb + B]), dx),
-                                          _mm256_cvtepi32_ps(msum), acc[r]);
+                __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(ps), _mm512_extracti64x4_epi64(ps, 1));
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(wd[r * nsb + B]), dx),
+                                         _mm256_cvtepi32_ps(isum), acc[r]);
+            } else { /* the tiles' step_q45 */
+                __m256i dot = _mm256_add_epi32(_mm512_castsi512_si256(p[r]), _mm512_extracti64x4_epi64(p[r], 1));
+                __m256 dsc = _mm256_castsi256_ps(_mm512_castsi512_si256(w->sc)),
+                       dmn = _mm256_castsi256_ps(_mm512_extracti64x4_epi64(w->sc, 1));
+                acc[r] = _mm256_fmadd_ps(dx, _mm256_mul_ps(dsc, _mm256_cvtepi32_ps(dot)), acc[r]);
+                acc[r] = _mm256_fnmadd_ps(dmn, ds, acc[r]);
             }
         }
     }
@@ -213,7 +203,7 @@ INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const u
     kp_scratch *sc = kernels_scratch();
     kp_wsb *wt = sc->wt;
     kp_xsb *xt = sc->xt;
-    float *wd = sc->wd, *wdm = sc->wdm;
+    float *wd = sc->wd;
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
         const int64_t t1 = t0 + tb < n ? t0 + tb : n;
         for (int64_t t = t0; t < t1; t++)
@@ -222,17 +212,17 @@ INLINE int kp_matmul(int Q6, int five, int bytes, float *Y, int64_t ldy, const u
             const int64_t nr = o1 - r0 < KP_ROWS ? o1 - r0 : KP_ROWS;
             for (int64_t r = 0; r < nr; r++)
                 for (int64_t B = 0; B < nsb; B++)
-                    kp_prep_w(Q6, &wt[r * nsb + B], &wd[r * nsb + B], &wdm[r * nsb + B],
+                    kp_prep_w(Q6, &wt[r * nsb + B], &wd[r * nsb + B],
                               W + (r0 + r) * rb + B * bytes, five);
             for (int64_t t = t0; t < t1; t++) {
                 float *y = Y + t * ldy + r0;
                 const kp_xsb *x = &xt[(t - t0) * nsb];
                 const uint8_t *xr = X + t * ldxq;
                 switch (nr) {
-                case 4: kp_token_rows(Q6, 4, y, x, xr, k, wt, wd, wdm, nsb); break;
-                case 3: kp_token_rows(Q6, 3, y, x, xr, k, wt, wd, wdm, nsb); break;
-                case 2: kp_token_rows(Q6, 2, y, x, xr, k, wt, wd, wdm, nsb); break;
-                default: kp_token_rows(Q6, 1, y, x, xr, k, wt, wd, wdm, nsb); break;
+                case 4: kp_token_rows(Q6, 4, y, x, xr, k, wt, wd, nsb); break;
+                case 3: kp_token_rows(Q6, 3, y, x, xr, k, wt, wd, nsb); break;
+                case 2: kp_token_rows(Q6, 2, y, x, xr, k, wt, wd, nsb); break;
+                default: kp_token_rows(Q6, 1, y, x, xr, k, wt, wd, nsb); break;
                 }
             }
         }

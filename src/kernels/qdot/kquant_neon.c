@@ -5,10 +5,11 @@
  * Per super-block, each sub-block's 32 weights are unpacked to int8 (Q4_K /
  * Q5_K: 0..15 / 0..31; Q6_K: q - 32, in -32..31) and dotted with the
  * activation's quants exactly (qdot_neon.h). The integer steps of the
- * reference (isum = sc * dot, msum = mn * s_b; Q6_K's two 16-weight halves
- * with their own scales) give the same int32s; then the float steps run on
- * two float32x4 holding accumulator lanes 0-3 and 4-7: vmulq_f32 is the
- * reference's d * dx_b (one rounding), vfmaq_f32 its fmaf.
+ * reference (Q4_K / Q5_K: the dot; Q6_K: its two 16-weight halves with
+ * their own scales) give the same int32s; then the float steps run on two
+ * float32x4 holding accumulator lanes 0-3 and 4-7: each vmulq_f32 is one
+ * of the reference's products (one rounding), vfmaq_f32 / vfmsq_f32 its
+ * fmaf.
  */
 #include "kernels/kernels_impl.h"
 
@@ -34,7 +35,7 @@ static inline acc8 fma8(acc8 a, float f, float32x4_t dx0, float32x4_t dx1, const
  * Sub-block j is nibble j % 2 of qs[32 (j / 2) + l], plus bit j of qh[l]
  * as bit 4 (Q5_K). */
 static inline acc8 superblock_q45_k(acc8 a, const uint8_t *blk, const int8_t *qx, const float *dxa,
-                                    const int32_t *sa, int five) {
+                                    const float *dsa, int five) {
     const float d = qw_f16_at(blk), dmin = qw_f16_at(blk + 2);
     const uint8_t *qs = blk + (five ? 48 : 16);
     uint8x16_t qh0 = vdupq_n_u8(0), qh1 = vdupq_n_u8(0);
@@ -42,10 +43,13 @@ static inline acc8 superblock_q45_k(acc8 a, const uint8_t *blk, const int8_t *qx
         qh0 = vld1q_u8(blk + 16);
         qh1 = vld1q_u8(blk + 32);
     }
-    int32_t is[8], ms[8];
+    int32_t dot[8];
+    float dsc[8], dmn[8];
     for (int j = 0; j < 8; j++) {
         int sc, mn;
         qw_kquant_scale_min(blk + 4, j, &sc, &mn);
+        dsc[j] = d * (float)sc;
+        dmn[j] = dmin * (float)mn;
         uint8x16_t q0 = vld1q_u8(qs + 32 * (j / 2)), q1 = vld1q_u8(qs + 32 * (j / 2) + 16);
         if (j % 2) {
             q0 = vshrq_n_u8(q0, 4);
@@ -59,20 +63,17 @@ static inline acc8 superblock_q45_k(acc8 a, const uint8_t *blk, const int8_t *qx
             q0 = vorrq_u8(q0, vandq_u8(vtstq_u8(qh0, bit), sixteen));
             q1 = vorrq_u8(q1, vandq_u8(vtstq_u8(qh1, bit), sixteen));
         }
-        const int32_t dot = qw_neon_dot32(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), qx + 32 * j);
-        int32_t s;
-        memcpy(&s, sa + j, 4);
-        is[j] = sc * dot;
-        ms[j] = mn * s;
+        dot[j] = qw_neon_dot32(vreinterpretq_s8_u8(q0), vreinterpretq_s8_u8(q1), qx + 32 * j);
     }
-    float dx[8];
+    float dx[8], ds[8];
     memcpy(dx, dxa, sizeof dx);
-    const float32x4_t dx0 = vld1q_f32(dx), dx1 = vld1q_f32(dx + 4);
-    a = fma8(a, d, dx0, dx1, is);
-    /* fmaf(-(dmin * dx), msum, acc): negating the rounded product is exact */
-    const float32x4_t dm = vdupq_n_f32(dmin);
-    a.lo = vfmaq_f32(a.lo, vnegq_f32(vmulq_f32(dm, dx0)), vcvtq_f32_s32(vld1q_s32(ms)));
-    a.hi = vfmaq_f32(a.hi, vnegq_f32(vmulq_f32(dm, dx1)), vcvtq_f32_s32(vld1q_s32(ms + 4)));
+    memcpy(ds, dsa, sizeof ds);
+    /* fmaf(dx, dsc * (float)dot, acc), then fmaf(-dmn, ds, acc): vfmsq_f32
+     * is a - b * c with one rounding, the same as fmaf(-b, c, a) */
+    a.lo = vfmaq_f32(a.lo, vld1q_f32(dx), vmulq_f32(vld1q_f32(dsc), vcvtq_f32_s32(vld1q_s32(dot))));
+    a.hi = vfmaq_f32(a.hi, vld1q_f32(dx + 4), vmulq_f32(vld1q_f32(dsc + 4), vcvtq_f32_s32(vld1q_s32(dot + 4))));
+    a.lo = vfmsq_f32(a.lo, vld1q_f32(dmn), vld1q_f32(ds));
+    a.hi = vfmsq_f32(a.hi, vld1q_f32(dmn + 4), vld1q_f32(ds + 4));
     return a;
 }
 
@@ -116,14 +117,14 @@ static inline void matmul_q_kquant_neon(qw_dtype T, float *Y, int64_t ldy, const
         const uint8_t *xr = (const uint8_t *)XQ + t * ldxq;
         const int8_t *qx = (const int8_t *)xr;
         const float *dxa = (const float *)(xr + k);
-        const int32_t *sa = (const int32_t *)(xr + k + 4 * nb);
+        const float *dsa = (const float *)(xr + k + 8 * nb);
         for (int64_t o = o0; o < o1; o++) {
             const uint8_t *w = (const uint8_t *)W + o * rb;
             acc8 a = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
             for (int64_t B = 0; B < nsb; B++) {
                 const uint8_t *blk = w + B * bytes;
                 if (T == QW_Q6_K) a = superblock_q6_k(a, blk, qx + 256 * B, dxa + 8 * B);
-                else a = superblock_q45_k(a, blk, qx + 256 * B, dxa + 8 * B, sa + 8 * B, T == QW_Q5_K);
+                else a = superblock_q45_k(a, blk, qx + 256 * B, dxa + 8 * B, dsa + 8 * B, T == QW_Q5_K);
             }
             /* ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
             const float32x4_t v = vaddq_f32(a.lo, a.hi);

@@ -5,15 +5,23 @@
  * bit for bit, and tests/kernels/test_qdot_kquant.c checks that they do.
  *
  * A super-block B of 256 weights holds 8 sub-blocks of 32; sub-block j is
- * the activation row's QA8 block b = 8B + j (scale dx_b, quants qx, sum s_b)
- * and goes into accumulator lane j (= b % 8). Per sub-block, the integer
- * part first (exact in int32), then the float steps:
+ * the activation row's QA8 block b = 8B + j (scale dx_b, quants qx, sum s_b,
+ * ds_b = dx_b * s_b) and goes into accumulator lane j (= b % 8). Per
+ * sub-block, the integer part first (exact in int32), then the float steps:
  *
  *   Q4_K, Q5_K   w = (d * sc_j) * q - dmin * mn_j,  q in 0..15 (0..31)
- *     isum = sc_j * sum_l q_l * qx_l         |isum| <= 63*32*31*127 < 2^23
- *     msum = mn_j * s_b                      |msum| <= 63*32*127    < 2^18
- *     acc[j] = fmaf(d * dx_b, (float)isum, acc[j]);
- *     acc[j] = fmaf(-(dmin * dx_b), (float)msum, acc[j]);
+ *     dot  = sum_l q_l * qx_l                |dot| <= 32*31*127 < 2^17
+ *     dsc  = d * (float)sc_j,  dmn = dmin * (float)mn_j   (one rounding each)
+ *     acc[j] = fmaf(dx_b, dsc * (float)dot, acc[j]);
+ *     acc[j] = fmaf(-dmn, ds_b, acc[j]);
+ *   dsc and dmn belong to the weight row alone, ds_b to the activation row
+ *   alone, so a kernel forms them once per row (or tile) and once per
+ *   token: per sub-block and (row, token) pair there remain one conversion,
+ *   one multiply and two fma. (Until 2026-12 the steps were
+ *   fmaf(d * dx_b, (float)(sc_j * dot)) and fmaf(-(dmin * dx_b),
+ *   (float)(mn_j * s_b)): the products d * dx_b and dmin * dx_b, one per
+ *   pair and sub-block, made the repacked prefill GEMM run 8 float steps
+ *   against its 8 vpdpbusd; docs/PERFORMANCE.md.)
  *
  *   Q6_K         w = (d * sc) * (q - 32),  q in 0..63, sc int8 per 16
  *     isum = sc_2j * sum_{l<16} (q_l - 32) qx_l
@@ -31,26 +39,27 @@
 
 #include "kernels/kernels_impl.h"
 
-/* One QA8 activation row (kernels.h): quants, then k/32 float scales, then
- * k/32 int32 sums; read with memcpy (the reference assumes no alignment). */
+/* One QA8 activation row (kernels.h): quants, then k/32 float scales, k/32
+ * int32 sums and k/32 float products d * s; read with memcpy (the
+ * reference assumes no alignment). */
 typedef struct {
     const int8_t *q;
-    const uint8_t *d, *s;
+    const uint8_t *d, *s, *ds;
 } qa8_row;
 
 static inline qa8_row qa8_at(const void *XQ, int64_t ldxq, int64_t t, int64_t k) {
     const uint8_t *r = (const uint8_t *)XQ + t * ldxq;
-    qa8_row x = {(const int8_t *)r, r + k, r + k + 4 * (k / QW_QA8_BLOCK)};
+    qa8_row x = {(const int8_t *)r, r + k, r + k + 4 * (k / QW_QA8_BLOCK), r + k + 8 * (k / QW_QA8_BLOCK)};
     return x;
+}
+static inline float qa8_ds(qa8_row x, int64_t b) {
+    float v;
+    memcpy(&v, x.ds + 4 * b, sizeof v);
+    return v;
 }
 static inline float qa8_d(qa8_row x, int64_t b) {
     float v;
     memcpy(&v, x.d + 4 * b, sizeof v);
-    return v;
-}
-static inline int32_t qa8_s(qa8_row x, int64_t b) {
-    int32_t v;
-    memcpy(&v, x.s + 4 * b, sizeof v);
     return v;
 }
 
@@ -70,10 +79,9 @@ static void superblock_q45_k(float acc[8], const uint8_t *blk, qa8_row x, int64_
             if (five) q |= ((qh[l] >> j) & 1) << 4;
             dot += q * qx[l];
         }
-        const int32_t isum = sc * dot, msum = mn * qa8_s(x, b0 + j);
-        const float dx = qa8_d(x, b0 + j);
-        acc[j] = fmaf(d * dx, (float)isum, acc[j]);
-        acc[j] = fmaf(-(dmin * dx), (float)msum, acc[j]);
+        const float dsc = d * (float)sc, dmn = dmin * (float)mn;
+        acc[j] = fmaf(qa8_d(x, b0 + j), dsc * (float)dot, acc[j]);
+        acc[j] = fmaf(-dmn, qa8_ds(x, b0 + j), acc[j]);
     }
 }
 

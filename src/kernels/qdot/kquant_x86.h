@@ -61,28 +61,34 @@ INLINE __m256i scaled_sums(const __m256i *p, __m256i sa, __m256i sb) {
     return _mm256_add_epi32(_mm256_blend_epi32(c0, c1, 0xf0), _mm256_permute2x128_si256(c0, c1, 0x21));
 }
 
-/* One QA8 row's super-block B: quants, 8 scales, 8 sums. */
+/* The sums of scaled_sums without the scales (Q4_K / Q5_K: the reference
+ * scales the float dot). */
+INLINE __m256i plain_sums(const __m256i *p) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    return scaled_sums(p, ones, ones);
+}
+
+/* One QA8 row's super-block B: quants, 8 scales, 8 products d * s. */
 typedef struct {
     const int8_t *q;
-    __m256 dx;
-    __m256i s;
+    __m256 dx, ds;
 } tok_q45;
 
 INLINE void prep_tok_q45(tok_q45 *x, const uint8_t *row, int64_t k, int64_t B) {
     x->q = (const int8_t *)row + 256 * B;
     x->dx = _mm256_loadu_ps((const float *)(row + k) + 8 * B);
-    x->s = _mm256_loadu_si256((const __m256i *)((const int32_t *)(row + k + 4 * (k / 32)) + 8 * B));
+    x->ds = _mm256_loadu_ps((const float *)(row + k + 8 * (k / 32)) + 8 * B);
 }
 
 /* ---- Q4_K, Q5_K ---- */
 
 /* A weight super-block, unpacked: w[j] the 32 quants of sub-block j as
- * bytes; the 6-bit scales and mins; d, dmin broadcast. */
+ * bytes; the 6-bit scales and mins, as int32 and as the reference's
+ * products dsc = d * sc, dmn = dmin * mn (lane j = sub-block j). */
 typedef struct {
     __m256i w[8];
-    __m256i sa, sb; /* scales as int16 pairs as scaled_sums wants them */
-    __m256i mn;     /* mins as int32, lane j = sub-block j */
-    __m256 d, dmin;
+    __m256i sc, mn;
+    __m256 dsc, dmn;
 } row_q45;
 
 /* GGML's 12 packed scale bytes, four sub-blocks per 32-bit word:
@@ -96,9 +102,7 @@ INLINE void scales_q45(const uint8_t *s, row_q45 *r) {
     memcpy(&u2, s + 8, 4);
     uint64_t scv = (u0 & 0x3f3f3f3fu) | (uint64_t)((u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u)) << 32;
     uint64_t mnv = (u1 & 0x3f3f3f3fu) | (uint64_t)(((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)) << 32;
-    __m128i sc16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)scv));
-    r->sa = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(sc16, sc16));
-    r->sb = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(sc16, sc16));
+    r->sc = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)scv));
     r->mn = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mnv));
 }
 
@@ -106,9 +110,9 @@ INLINE void scales_q45(const uint8_t *s, row_q45 *r) {
  * weight l of sub-block j is bit j of qh[l]. */
 INLINE void prep_row_q45(row_q45 *r, const uint8_t *b, int five) {
     const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
-    r->d = _mm256_set1_ps(qw_f16_at_f16c(b));
-    r->dmin = _mm256_set1_ps(qw_f16_at_f16c(b + 2));
     scales_q45(b + 4, r);
+    r->dsc = _mm256_mul_ps(_mm256_set1_ps(qw_f16_at_f16c(b)), _mm256_cvtepi32_ps(r->sc));
+    r->dmn = _mm256_mul_ps(_mm256_set1_ps(qw_f16_at_f16c(b + 2)), _mm256_cvtepi32_ps(r->mn));
     const uint8_t *qs = b + (five ? 48 : 16);
     UNROLL for (int c = 0; c < 4; c++) {
         __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));

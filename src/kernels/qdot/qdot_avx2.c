@@ -317,6 +317,8 @@ static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
         _mm256_storeu_si256((__m256i *)(base + 32 * b), b8);
         memcpy(base + k + 4 * b, &d, 4);
         memcpy(base + k + 4 * nb + 4 * b, &s, 4);
+        const float ds = d * (float)s;
+        memcpy(base + k + 8 * nb + 4 * b, &ds, 4);
     }
 }
 

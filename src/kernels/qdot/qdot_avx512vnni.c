@@ -376,6 +376,8 @@ static void quantize_qa8_avx512vnni(void *dst, const float *x, int64_t k) {
         int32_t s = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qc));
         memcpy(base + k + 4 * b, &d, 4);
         memcpy(base + k + 4 * nb + 4 * b, &s, 4);
+        const float ds = d * (float)s;
+        memcpy(base + k + 8 * nb + 4 * b, &ds, 4);
     }
 }
 

@@ -48,6 +48,8 @@ static void quantize_qa8_ref(void *dst, const float *x, int64_t k) {
         }
         memcpy(base + k + 4 * b, &d, 4);
         memcpy(base + k + 4 * nb + 4 * b, &s, 4);
+        const float ds = d * (float)s;
+        memcpy(base + k + 8 * nb + 4 * b, &ds, 4);
     }
 }
 

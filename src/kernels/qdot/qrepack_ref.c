@@ -270,13 +270,12 @@ static void matmul_qr_k(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int6
                                  << 4;
                         dot += v * qx[32 * b + l];
                     }
-                    float dx;
-                    int32_t s;
+                    float dx, ds;
                     memcpy(&dx, xr + k + 4 * b, 4);
-                    memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
-                    const int32_t isum = tb[K_SC + 16 * j + i] * dot, msum = tb[K_MN + 16 * j + i] * s;
-                    acc[j] = fmaf(d * dx, (float)isum, acc[j]);
-                    acc[j] = fmaf(-(dmin * dx), (float)msum, acc[j]);
+                    memcpy(&ds, xr + k + 8 * nb + 4 * b, 4);
+                    const float dsc = d * (float)tb[K_SC + 16 * j + i], dmn = dmin * (float)tb[K_MN + 16 * j + i];
+                    acc[j] = fmaf(dx, dsc * (float)dot, acc[j]);
+                    acc[j] = fmaf(-dmn, ds, acc[j]);
                 }
             }
             Y[t * ldy + o] = qw_qdot_tree(acc);
