@@ -326,17 +326,16 @@ INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
 INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1, const uint8_t *xr, const int32_t *xs,
                          int64_t k, int64_t b, __m512 acc) {
     const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
-    __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+    /* each half's vpdpbusd chain starts at its offset term -32 xs */
+    __m512i h0 = _mm512_set1_epi32(-32 * xs[2 * b]), h1 = _mm512_set1_epi32(-32 * xs[2 * b + 1]);
     UNROLL
     for (int v = 0; v < 4; v++) {
         int32_t a, c;
         memcpy(&a, x4 + v, 4);
         memcpy(&c, x4 + 4 + v, 4);
-        p0 = _mm512_dpbusd_epi32(p0, w[v], _mm512_set1_epi32(a));
-        p1 = _mm512_dpbusd_epi32(p1, w[4 + v], _mm512_set1_epi32(c));
+        h0 = _mm512_dpbusd_epi32(h0, w[v], _mm512_set1_epi32(a));
+        h1 = _mm512_dpbusd_epi32(h1, w[4 + v], _mm512_set1_epi32(c));
     }
-    const __m512i h0 = _mm512_sub_epi32(p0, _mm512_set1_epi32(32 * xs[2 * b]));
-    const __m512i h1 = _mm512_sub_epi32(p1, _mm512_set1_epi32(32 * xs[2 * b + 1]));
     const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, h0), _mm512_mullo_epi32(sc1, h1));
     float dx;
     memcpy(&dx, xr + k + 4 * b, 4);
