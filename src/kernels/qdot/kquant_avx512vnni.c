@@ -6,9 +6,10 @@
  * table only where cpu.c saw the AVX512-VNNI bit. The float steps are
  * kquant_ref.c's; shared unpacking, horizontal sums and tiling in
  * kquant_x86.h. Q4_K / Q5_K: the plain dots, then the reference's
- * dsc * dot and -dmn * ds (the QA8 row's d * s) in float. Q6_K: unsigned q (0..63); each sub-block's vpdpbusd starts from
- * -32 * qx (summed 4 at a time, once per token and super-block), so it
- * gives the sums of (q - 32) * qx that the packs in scaled_sums need.
+ * dsc * dot and -dmn * ds (the QA8 row's d * s) in float. Q6_K:
+ * unsigned q (0..63); each sub-block's vpdpbusd starts from -32 * qx
+ * (summed 4 at a time, once per token and super-block), so it gives the
+ * sums of (q - 32) * qx that the packs in scaled_sums need.
  * Prefill (n > TILE_TOKENS) takes its own transposed path (below).
  */
 #include "kernels/kernels_impl.h"

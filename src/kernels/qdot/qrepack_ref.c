@@ -153,6 +153,10 @@ static inline __attribute__((always_inline)) void repack_k(qw_dtype t, void *dst
         }
 }
 
+/* Byte-wise masks for moving four weights at once (repack_q6_k). */
+#define LO4 0x0F0F0F0Fu
+#define LO2 0x03030303u
+
 static void repack_q6_k(void *dst, const void *src, int64_t rows, int64_t k) {
     const int64_t nsb = k / 256, rb = nsb * 210;
     for (int64_t r0 = 0; r0 < rows; r0 += QW_RP_ROWS)
@@ -163,25 +167,34 @@ static void repack_q6_k(void *dst, const void *src, int64_t rows, int64_t k) {
                 const uint8_t *blk = (const uint8_t *)src + (r0 + i) * rb + B * 210;
                 memcpy(tb + 2 * i, blk + 208, 2);
                 for (int g = 0; g < 16; g++) tb[Q6_SC + 16 * g + i] = blk[192 + g];
-                uint8_t all[256]; /* the 256 weights, in one pass (q6_weight, unrolled) */
+                /* The 256 weights as 64 words of 4 (weights 4m..4m+3 in
+                 * bytes 0..3, whatever the byte order: memcpy in and out),
+                 * moved four at a time with byte-wise masks; no shift
+                 * carries a bit across a byte once masked. */
+                uint32_t all[64];
                 for (int h = 0; h < 2; h++)
-                    for (int l = 0; l < 32; l++) {
-                        const uint8_t a = blk[64 * h + l], b = blk[64 * h + 32 + l], hb = blk[128 + 32 * h + l];
-                        all[128 * h + l] = (uint8_t)((a & 15) | (hb & 3) << 4);
-                        all[128 * h + 32 + l] = (uint8_t)((b & 15) | ((hb >> 2) & 3) << 4);
-                        all[128 * h + 64 + l] = (uint8_t)((a >> 4) | ((hb >> 4) & 3) << 4);
-                        all[128 * h + 96 + l] = (uint8_t)((b >> 4) | ((hb >> 6) & 3) << 4);
+                    for (int l = 0; l < 32; l += 4) {
+                        uint32_t a, b, hb;
+                        memcpy(&a, blk + 64 * h + l, 4);
+                        memcpy(&b, blk + 64 * h + 32 + l, 4);
+                        memcpy(&hb, blk + 128 + 32 * h + l, 4);
+                        const int m = (128 * h + l) / 4;
+                        all[m] = (a & LO4) | (hb & LO2) << 4;
+                        all[m + 8] = (b & LO4) | ((hb >> 2) & LO2) << 4;
+                        all[m + 16] = ((a >> 4) & LO4) | ((hb >> 4) & LO2) << 4;
+                        all[m + 24] = ((b >> 4) & LO4) | ((hb >> 6) & LO2) << 4;
                     }
                 for (int j = 0; j < 8; j++) {
-                    const uint8_t *w = all + 32 * j;
-                    for (int v = 0; v < 4; v++) {
-                        uint8_t b4[4];
-                        for (int c = 0; c < 4; c++) b4[c] = (uint8_t)((w[8 * v + c] & 15) | (w[8 * v + 4 + c] & 15) << 4);
-                        memcpy(tb + q6_lo(j) + 64 * v + 4 * i, b4, 4);
+                    const uint32_t *w = all + 8 * j; /* sub-block j's 32 weights */
+                    for (int v = 0; v < 4; v++) {    /* low nibbles: 8v + c low, 8v + 4 + c high */
+                        const uint32_t lo = (w[2 * v] & LO4) | (w[2 * v + 1] & LO4) << 4;
+                        memcpy(tb + q6_lo(j) + 64 * v + 4 * i, &lo, 4);
                     }
-                    for (int v = 0; v < 8; v++)
-                        for (int c = 0; c < 4; c++)
-                            tb[q6_hi(j) + 64 * (v / 4) + 4 * i + c] |= (uint8_t)((w[4 * v + c] >> 4) << (2 * (v % 4)));
+                    for (int H = 0; H < 2; H++) { /* high 2-bit planes: weight 4 (4H + m) + c at bits 2m */
+                        uint32_t hi = 0;
+                        for (int m = 0; m < 4; m++) hi |= ((w[4 * H + m] >> 4) & LO2) << (2 * m);
+                        memcpy(tb + q6_hi(j) + 64 * H + 4 * i, &hi, 4);
+                    }
                 }
             }
         }
