@@ -36,7 +36,8 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     return isum;
 }
 
-#define QR_TABLE kernels_qrepack_avxvnni
 #include "kernels/qdot/qrepack_tiles.h"
+
+const qw_kernels kernels_qrepack_avxvnni = {.matmul_qr = {QR_BLOCK32_ENTRIES}};
 
 #endif

@@ -99,7 +99,8 @@ INLINE int32x4_t part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     return isum;
 }
 
-#define QR_TABLE kernels_qrepack_neon
 #include "kernels/qdot/qrepack_tiles.h"
+
+const qw_kernels kernels_qrepack_neon = {.matmul_qr = {QR_BLOCK32_ENTRIES}};
 
 #endif

@@ -1,8 +1,8 @@
 /* qrepack_tiles.h - private to the matmul_qr kernels whose vectors hold a
  * part of a tile block's 16 rows (qrepack_avx2.c, qrepack_avxvnni.c: two
  * ymm parts of 8 rows, qrepack_ymm.h; qrepack_neon.c: four parts of 4):
- * the tile loops, the table's entries and the table QR_TABLE (a name the
- * file defines). What differs per ISA comes from the including file:
+ * the tile loops and the block-32 entries of the includer's table
+ * (QR_BLOCK32_ENTRIES). What differs per ISA comes from the including file:
  *   QR_PARTS, the float vector qr_vf and vf_* (zero, set1, add, mul,
  *   fmadd = a b + c with one rounding, of_i32, f16: part p's 16-bit d or
  *   m as floats), store_part (rows [lo, hi) of part p);
@@ -150,15 +150,9 @@ QR_ENTRY(matmul_qr_q5_0, QW_Q5_0)
 QR_ENTRY(matmul_qr_q5_1, QW_Q5_1)
 #undef QR_ENTRY
 
-const qw_kernels QR_TABLE = {
-    .matmul_qr =
-        {
-            [QW_Q8_0] = matmul_qr_q8_0,
-            [QW_Q4_0] = matmul_qr_q4_0,
-            [QW_Q4_1] = matmul_qr_q4_1,
-            [QW_Q5_0] = matmul_qr_q5_0,
-            [QW_Q5_1] = matmul_qr_q5_1,
-        },
-};
+/* The block-32 entries of the includer's table (which may add its own). */
+#define QR_BLOCK32_ENTRIES                                                                                     \
+    [QW_Q8_0] = matmul_qr_q8_0, [QW_Q4_0] = matmul_qr_q4_0, [QW_Q4_1] = matmul_qr_q4_1,                        \
+    [QW_Q5_0] = matmul_qr_q5_0, [QW_Q5_1] = matmul_qr_q5_1
 
 #endif
