@@ -57,6 +57,8 @@
 #define ROW_ALIGN 16
 /* Shares per thread of a matmul (see mm_shares). */
 #define MM_SHARES 4
+/* Gate/up outputs per chunk of a share, for silu_mul to find in L2 (mm_run). */
+#define GLU_CHUNK_BYTES (256 * 1024)
 
 /* The steps of the pass that QWENC_PROFILE times. */
 enum {
@@ -372,31 +374,47 @@ typedef struct mm_job {
     int64_t silu_ld;
 } mm_job;
 
+/* Matmul i of job j on its output rows [lo, hi). */
+static void mm_mat(const mm_job *j, int i, int64_t lo, int64_t hi) {
+    const qw_kernels *K = kernels();
+    const qw_mat *W = j->mm[i].W;
+    float *Y = j->mm[i].Y;
+    const int64_t ldy = j->mm[i].ldy;
+    if (j->XQ && W->rp && K->matmul_qr[W->dtype])
+        K->matmul_qr[W->dtype](Y, ldy, j->XQ, j->ldxq, j->n, W->rp, W->cols, lo, hi);
+    else if (j->XQ && K->matmul_q[W->dtype])
+        K->matmul_q[W->dtype](Y, ldy, j->XQ, j->ldxq, j->n, W->data, W->cols, lo, hi);
+    else if (j->XB && K->matmul_bf16act[W->dtype])
+        K->matmul_bf16act[W->dtype](Y, ldy, j->XB, j->ldxb, j->n, W->data, W->cols, lo, hi);
+    else
+        K->matmul[W->dtype](Y, ldy, j->X, j->ldx, j->n, W->data, W->cols, lo, hi);
+}
+
 static void mm_run(void *arg, int tid, int nth) {
     const mm_job *j = arg;
-    const qw_kernels *K = kernels();
-    for (int i = 0; i < j->n_mats; i++) {
-        const qw_mat *W = j->mm[i].W;
-        int64_t lo, hi;
-        pool_split(W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
-        if (hi <= lo) continue;
-        if (j->XQ && W->rp && K->matmul_qr[W->dtype])
-            K->matmul_qr[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XQ, j->ldxq, j->n, W->rp, W->cols, lo, hi);
-        else if (j->XQ && K->matmul_q[W->dtype])
-            K->matmul_q[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XQ, j->ldxq, j->n, W->data, W->cols, lo, hi);
-        else if (j->XB && K->matmul_bf16act[W->dtype])
-            K->matmul_bf16act[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->XB, j->ldxb, j->n, W->data, W->cols, lo, hi);
-        else
-            K->matmul[W->dtype](j->mm[i].Y, j->mm[i].ldy, j->X, j->ldx, j->n, W->data, W->cols, lo, hi);
+    if (!j->silu_g) {
+        for (int i = 0; i < j->n_mats; i++) {
+            int64_t lo, hi;
+            pool_split(j->mm[i].W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
+            if (hi > lo) mm_mat(j, i, lo, hi);
+        }
+        return;
     }
-    if (j->silu_g) {
-        /* gate and up have the same rows, so this thread owns these columns
-         * of both for every token. */
-        int64_t lo, hi;
-        pool_split(j->mm[0].W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
-        if (hi > lo)
-            for (int64_t t = 0; t < j->n; t++)
-                K->silu_mul(j->silu_g + t * j->silu_ld + lo, j->silu_u + t * j->silu_ld + lo, hi - lo);
+    /* gate/up: both have the same rows, so this share owns these columns
+     * of both for every token. It goes in chunks whose gate and up outputs
+     * (GLU_CHUNK_BYTES) are still in L2 when silu_mul reads them: a
+     * prefill's share of 600 rows was 2.4 MB, read back from memory (Q4_0
+     * pp512: gate/up+silu 410-428 -> 388-400 ms, docs/PERFORMANCE.md). */
+    int64_t lo, hi;
+    pool_split(j->mm[0].W->rows, ROW_ALIGN, tid, nth, &lo, &hi);
+    int64_t chunk = GLU_CHUNK_BYTES / (2 * (int64_t)sizeof(float) * (j->n > 0 ? j->n : 1)) / ROW_ALIGN * ROW_ALIGN;
+    if (chunk < ROW_ALIGN) chunk = ROW_ALIGN;
+    const qw_kernels *K = kernels();
+    for (int64_t a = lo; a < hi; a += chunk) {
+        int64_t b = a + chunk < hi ? a + chunk : hi;
+        for (int i = 0; i < j->n_mats; i++) mm_mat(j, i, a, b);
+        for (int64_t t = 0; t < j->n; t++)
+            K->silu_mul(j->silu_g + t * j->silu_ld + a, j->silu_u + t * j->silu_ld + a, b - a);
     }
 }
 

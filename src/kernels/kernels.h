@@ -146,11 +146,13 @@ typedef void (*qw_matmul_fn)(float *Y, int64_t ldy, const float *X, int64_t ldx,
  *   float   d[k / 32]   at offset k               scale of each block of 32
  *   int32_t s[k / 32]   at offset k + 4 * (k/32)  sum of the block's q
  *   float   ds[k / 32]  at offset k + 8 * (k/32)  d * s (the K-quants' min term)
+ *   int16_t h[2 * (k/32)] at offset k + 12 * (k/32)  h[2b] the sum of block b's
+ *                       first 16 q, h[2b + 1] of its last 16 (Q6_K's halves)
  * Rule, bit for bit on every level: amax = max |x| over the block;
  * d = amax / 127 (float32 division); id = amax != 0 ? 127 / amax : 0
  * (float32 division); q = round-half-even(x * id) (float32 product), which
  * lies in [-127, 127]; s = sum of q; ds = d * (float)s (one float32
- * product; (float)s is exact). Rows are stored one after another at a
+ * product; (float)s is exact); h: the halves' sums (|h| <= 2032). Rows are stored one after another at a
  * stride of qw_qa8_row_bytes(k) (a multiple of 4 bytes).
  *
  * matmul_q[dtype]: Y[t*ldy + o] = sum_i X[t][i] * W[o][i] for t < n,
@@ -167,7 +169,7 @@ typedef void (*qw_matmul_fn)(float *Y, int64_t ldy, const float *X, int64_t ldx,
  * stored to Y (never added). Independent of n, of t's place in the batch
  * and of o0/o1. */
 #define QW_QA8_BLOCK 32
-static inline int64_t qw_qa8_row_bytes(int64_t k) { return k + (k / QW_QA8_BLOCK) * 12; }
+static inline int64_t qw_qa8_row_bytes(int64_t k) { return k + (k / QW_QA8_BLOCK) * 16; }
 
 typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n,
                                const void *W, int64_t k, int64_t o0, int64_t o1);

@@ -71,6 +71,11 @@ static void check_quantize(const qw_kernels *L, const qw_kernels *ref) {
             float ds;
             memcpy(&ds, a + k + 8 * (k / 32) + 4 * bl, 4);
             if (ds != d * (float)s) bad++;
+            int16_t h[2];
+            memcpy(h, a + k + 12 * (k / 32) + 4 * bl, 4);
+            int32_t h0 = 0;
+            for (int j = 0; j < 16; j++) h0 += q[j];
+            if (h[0] != h0 || h[0] + h[1] != s) bad++;
             for (int j = 0; j < 32; j++) {
                 sum += q[j];
                 if (q[j] < -127) bad++;
@@ -84,11 +89,11 @@ static void check_quantize(const qw_kernels *L, const qw_kernels *ref) {
         free(a);
         free(b);
     }
-    CHECK(bad == 0, "%s quantize_qa8 == ref bytes, and follows the rule (q, d, s, ds; %d bad)", L->name, bad);
+    CHECK(bad == 0, "%s quantize_qa8 == ref bytes, and follows the rule (q, d, s, ds, h; %d bad)", L->name, bad);
     /* amax 127: id = 1, so x * id lands exactly on halves: rounded to even */
     float x[32] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -126.5f, 3.5f};
     static const int8_t want[10] = {127, 0, 2, 2, 0, -2, -2, 126, -126, 4};
-    uint8_t q[44];
+    uint8_t q[48];
     L->quantize_qa8(q, x, 32);
     int32_t s;
     memcpy(&s, q + 36, 4);
@@ -200,7 +205,7 @@ static void check_type(const qw_kernels *L, const qw_kernels *ref, int ti) {
 }
 
 int main(void) {
-    CHECK(qw_qa8_row_bytes(896) == 896 + 28 * 12 && qw_qa8_row_bytes(32) % 4 == 0, "QA8 row bytes");
+    CHECK(qw_qa8_row_bytes(896) == 896 + 28 * 16 && qw_qa8_row_bytes(32) % 4 == 0, "QA8 row bytes");
     const qw_kernels *ref = kernels_level("ref");
     for (int ti = 0; ti < N_TYPES; ti++) {
         CHECK(qw_dtype_row_bytes(k_types[ti].dt, 32) == k_types[ti].bytes, "%s block bytes",

@@ -38,16 +38,20 @@ static void qa8_quantize(void *dst, const float *x, int64_t k) {
     float *dd = (float *)((uint8_t *)dst + k);
     int32_t *ss = (int32_t *)((uint8_t *)dst + k + 4 * (k / 32));
     float *dds = (float *)((uint8_t *)dst + k + 8 * (k / 32));
+    int16_t *hh = (int16_t *)((uint8_t *)dst + k + 12 * (k / 32));
     for (int64_t b = 0; b < k / 32; b++) {
         float amax = 0.0f;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
         float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        int32_t s = 0;
+        int32_t s = 0, half[2] = {0, 0};
         for (int i = 0; i < 32; i++) {
             float v = rintf(x[32 * b + i] * id); /* round half even (default mode) */
             q[32 * b + i] = (int8_t)v;
             s += (int32_t)v;
+            half[i / 16] += (int32_t)v;
         }
+        hh[2 * b] = (int16_t)half[0];
+        hh[2 * b + 1] = (int16_t)half[1];
         dd[b] = d;
         ss[b] = s;
         dds[b] = d * (float)s;

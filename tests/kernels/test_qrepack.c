@@ -1,7 +1,7 @@
 /* test_qrepack.c - repacked block-32 weights (kernels.h: "repacked
  * weights"): qw_repack_q plus the plain-C twin matmul_qr give bitwise the
  * reference matmul_q on the original rows; every level that has a
- * matmul_qr kernel gives the twin's bits (odd k, n in {1..40}, sub-ranges
+ * matmul_qr kernel gives the twin's bits (odd k, n in {1..70}, sub-ranges
  * that cut tiles, a token among others: batch invariance, nothing outside
  * the range written, an unaligned W), and sees flipped weight bytes. */
 #include <math.h>
@@ -46,7 +46,7 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
     const int kq = qw_type(dt)->block == 256;
     const int64_t *ks = kq ? ksk : ks32;
     const size_t nks = kq ? sizeof ksk / sizeof ksk[0] : sizeof ks32 / sizeof ks32[0];
-    static const int64_t ns[] = {1, 2, 3, 5, 8, 15, 16, 17, 33, 40};
+    static const int64_t ns[] = {1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 40, 70}; /* QR_TB is 32 */
     /* whole tiles, parts of one, across tiles; and for the ymm kernels'
      * 8-row halves: one half alone, parts of either, across the two */
     const int64_t ranges[][2] = {{0, 48}, {16, 32}, {1, 47}, {3, 8},  {5, 6},   {15, 17}, {47, 48},
@@ -54,7 +54,7 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
     CHECK(qw_repack_ok(dt), "%s can be repacked", tn);
     CHECK(twin->matmul_qr[dt] != NULL, "plain-C matmul_qr %s", tn);
     for (size_t ki = 0; ki < nks; ki++) {
-        const int64_t k = ks[ki], rows = 48, nmax = 40, nb = k / qw_type(dt)->block, ldy = rows + 3;
+        const int64_t k = ks[ki], rows = 48, nmax = 70, nb = k / qw_type(dt)->block, ldy = rows + 3;
         const int64_t bytes = rows * nb * qw_type(dt)->bytes, rbytes = qw_repack_bytes(dt, rows, k);
         const int64_t rq = qw_qa8_row_bytes(k), ldxq = rq + 8;
         uint8_t *W = malloc((size_t)bytes), *raw = malloc((size_t)rbytes + 1), *R = raw + 1; /* odd address */
@@ -102,7 +102,7 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
                             if ((o < o0 || o >= o1) && Y[t * ldy + o] != 12345.5f) bad++;
                     }
                 }
-            CHECK(bad == 0, "%s matmul_qr %s k=%lld: n in {1..40}, sub-ranges: bitwise ref, nothing outside (%d bad)",
+            CHECK(bad == 0, "%s matmul_qr %s k=%lld: n in {1..70}, sub-ranges: bitwise ref, nothing outside (%d bad)",
                   L->name, tn, (long long)k, bad);
             /* the comparison can fail: the level's kernel on flipped bytes differs */
             for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;

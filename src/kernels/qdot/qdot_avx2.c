@@ -309,6 +309,13 @@ static void quantize_qa8_avx2(void *dst, const float *x, int64_t k) {
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
         int32_t s = _mm_cvtsi128_si32(s4);
+        __m256i h8 = _mm256_add_epi32(q[0], q[1]); /* the first 16 q */
+        __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(h8), _mm256_extracti128_si256(h8, 1));
+        h4 = _mm_add_epi32(h4, _mm_shuffle_epi32(h4, 0x4e));
+        h4 = _mm_add_epi32(h4, _mm_shuffle_epi32(h4, 0xb1));
+        const int32_t h0 = _mm_cvtsi128_si32(h4);
+        const int16_t h[2] = {(int16_t)h0, (int16_t)(s - h0)};
+        memcpy(base + k + 12 * nb + 4 * b, h, 4);
         /* int32 -> int8 in order: packs work within 128-bit lanes, the
          * permute puts the lanes back (values in [-127, 127]: no saturation) */
         __m256i w16a = _mm256_packs_epi32(q[0], q[1]), w16b = _mm256_packs_epi32(q[2], q[3]);

@@ -373,7 +373,9 @@ static void quantize_qa8_avx512vnni(void *dst, const float *x, int64_t k) {
         __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, vid));
         _mm_storeu_si128((__m128i *)(base + 32 * b), _mm512_cvtepi32_epi8(qa));
         _mm_storeu_si128((__m128i *)(base + 32 * b + 16), _mm512_cvtepi32_epi8(qc));
-        int32_t s = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qc));
+        const int32_t h0 = _mm512_reduce_add_epi32(qa), h1 = _mm512_reduce_add_epi32(qc), s = h0 + h1;
+        const int16_t h[2] = {(int16_t)h0, (int16_t)h1};
+        memcpy(base + k + 12 * nb + 4 * b, h, 4);
         memcpy(base + k + 4 * b, &d, 4);
         memcpy(base + k + 4 * nb + 4 * b, &s, 4);
         const float ds = d * (float)s;

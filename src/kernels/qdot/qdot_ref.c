@@ -40,12 +40,15 @@ static void quantize_qa8_ref(void *dst, const float *x, int64_t k) {
         }
         float d = amax / 127.0f;
         float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        int32_t s = 0;
+        int32_t s = 0, h0 = 0;
         for (int j = 0; j < QW_QA8_BLOCK; j++) {
             int v = (int)nearbyintf(xb[j] * id);
             q[b * QW_QA8_BLOCK + j] = (int8_t)v;
             s += v;
+            if (j == QW_QA8_BLOCK / 2 - 1) h0 = s;
         }
+        const int16_t h[2] = {(int16_t)h0, (int16_t)(s - h0)};
+        memcpy(base + k + 12 * nb + 4 * b, h, 4);
         memcpy(base + k + 4 * b, &d, 4);
         memcpy(base + k + 4 * nb + 4 * b, &s, 4);
         const float ds = d * (float)s;

@@ -82,7 +82,7 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
  * two groups of 4), then kquant_ref.c's float steps: dsc = d sc and
  * dmn = dmin mn once per tile block and part, and per token
  * acc[j] = fmaf(dx, dsc dot, acc[j]), acc[j] = fmaf(-dmn, ds, acc[j]).
- * Tokens in blocks of QR_TB, each part of a tile block unpacked once per
+ * Tokens in blocks of QR_TB_K, each part of a tile block unpacked once per
  * block; decode is the same loop with one token. Without these tiles the
  * avx2 level ran the row tiles of kquant_avx2.c, whose horizontal sums per
  * row and token left the real 1.5B's prefill at 0.95x an AVX2 build of
@@ -132,7 +132,7 @@ INLINE void rk_tile(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq
     const int S = rk_size(T);
     int p0, p1;
     parts_of(lo, hi, &p0, &p1);
-    __m256 acc[QR_TB][QR_PARTS][8];
+    __m256 acc[QR_TB_K][QR_PARTS][8];
     for (int t = 0; t < NT; t++)
         for (int p = 0; p < QR_PARTS; p++)
             UNROLL
@@ -174,8 +174,8 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
         int lo, hi;
         tile_rows(r, o0, o1, &lo, &hi);
         const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += QR_TB) {
-            const int NT = n - t0 < QR_TB ? (int)(n - t0) : QR_TB;
+        for (int64_t t0 = 0; t0 < n; t0 += QR_TB_K) {
+            const int NT = n - t0 < QR_TB_K ? (int)(n - t0) : QR_TB_K;
             if (NT == 1) rk_tile(T, Y + t0 * ldy + r * QW_RP_ROWS, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi);
             else rk_tile(T, Y + t0 * ldy + r * QW_RP_ROWS, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
         }

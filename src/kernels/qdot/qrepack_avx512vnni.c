@@ -26,7 +26,7 @@
 #include "kernels/qdot/qdot_x86.h"
 #include "kernels/qdot/qrepack_layout.h"
 
-#define TB QR_TB /* tokens per block */
+#define TB QR_TB /* tokens per block (the K tiles: QR_TB_K) */
 
 /* The rows of tile r that [o0, o1) covers, as a store mask. */
 INLINE __mmask16 tile_keep(int64_t r, int64_t o0, int64_t o1) {
@@ -233,7 +233,7 @@ INLINE void tile_k(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq,
                    int64_t k, __mmask16 keep) {
     const int64_t nsb = k / 256, nb = k / 32;
     const int S = k_size(T);
-    __m512 acc[TB][8];
+    __m512 acc[QR_TB_K][8];
     for (int t = 0; t < NT; t++)
         UNROLL
     for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
@@ -264,8 +264,8 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
         const int64_t base = r * QW_RP_ROWS;
         const __mmask16 keep = tile_keep(r, o0, o1);
         const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += TB) {
-            const int NT = n - t0 < TB ? (int)(n - t0) : TB;
+        for (int64_t t0 = 0; t0 < n; t0 += QR_TB_K) {
+            const int NT = n - t0 < QR_TB_K ? (int)(n - t0) : QR_TB_K;
             if (NT == 1) tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
             else tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
         }
@@ -283,24 +283,15 @@ static void matmul_qr_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
 
 /* ---- Q6_K (qrepack_ref.c's Q6_K layout): weights q in 0..63 against the
  * activations, and the -32 offset through each 16-weight half's activation
- * sum xs (computed once per call and token with vpsadbw):
- *   half_h = sum q qx - 32 xs_h, isum = sc_2j half_0 + sc_2j+1 half_1
- * (int32, exact), acc[j] += (d dx) isum: kquant_ref.c's steps. */
+ * sum h (the QA8 row's h section, kernels.h):
+ *   half_h = sum q qx - 32 h, isum = sc_2j half_0 + sc_2j+1 half_1
+ * (int32, exact), acc[j] += (d dx) isum: kquant_ref.c's steps. (The sums
+ * were once recomputed here per tile and token block: 20% of a Q6_K
+ * prefill matmul, docs/PERFORMANCE.md.) */
 enum { Q6_SC = 64, Q6_SUB = 320, Q6_SUB_BYTES = 384, Q6_SIZE = 3392 };
 /* sub-block j: its high planes (128 bytes), then its low nibbles (256) */
 static inline __attribute__((always_inline)) int q6_hi(int j) { return Q6_SUB + Q6_SUB_BYTES * j; }
 static inline __attribute__((always_inline)) int q6_lo(int j) { return Q6_SUB + Q6_SUB_BYTES * j + 128; }
-
-/* xs[2b + h] = sum of the 16 quants of half h of block b, for the nb blocks. */
-static void half_sums(int32_t *xs, const uint8_t *xr, int64_t nb) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int64_t m = 0; m < nb / 2; m++) { /* 64 bytes: blocks 2m, 2m + 1 */
-        __m512i v = _mm512_xor_si512(_mm512_loadu_si512((const void *)(xr + 64 * m)), flip); /* q + 128 */
-        uint64_t e[8];
-        _mm512_storeu_si512((void *)e, _mm512_sad_epu8(v, _mm512_setzero_si512()));
-        for (int h = 0; h < 4; h++) xs[4 * m + h] = (int32_t)(e[2 * h] + e[2 * h + 1]) - 16 * 128;
-    }
-}
 
 INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
     const __m512i lo4 = _mm512_set1_epi8(15);
@@ -323,11 +314,13 @@ INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
     }
 }
 
-INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1, const uint8_t *xr, const int32_t *xs,
-                         int64_t k, int64_t b, __m512 acc) {
+INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1, const uint8_t *xr, int64_t k,
+                         int64_t nb, int64_t b, __m512 acc) {
     const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
-    /* each half's vpdpbusd chain starts at its offset term -32 xs */
-    __m512i h0 = _mm512_set1_epi32(-32 * xs[2 * b]), h1 = _mm512_set1_epi32(-32 * xs[2 * b + 1]);
+    int16_t h[2];
+    memcpy(h, xr + k + 12 * nb + 4 * b, 4);
+    /* each half's vpdpbusd chain starts at its offset term -32 h */
+    __m512i h0 = _mm512_set1_epi32(-32 * h[0]), h1 = _mm512_set1_epi32(-32 * h[1]);
     UNROLL
     for (int v = 0; v < 4; v++) {
         int32_t a, c;
@@ -344,10 +337,11 @@ INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1,
 
 INLINE __m512i sc_bytes(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 
-INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const int32_t *xs, int64_t ldxs,
-                    const uint8_t *tile, int64_t k, __mmask16 keep) {
-    const int64_t nsb = k / 256;
-    __m512 acc[TB][8];
+/* NT (1..QR_TB_K) tokens against a whole Q6_K tile. */
+INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile, int64_t k,
+                    __mmask16 keep) {
+    const int64_t nsb = k / 256, nb = k / 32;
+    __m512 acc[QR_TB_K][8];
     for (int t = 0; t < NT; t++)
         UNROLL
     for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
@@ -360,7 +354,7 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
             unpack_q6(tb, j, w);
             const __m512i sc0 = sc_bytes(tb + Q6_SC + 32 * j), sc1 = sc_bytes(tb + Q6_SC + 32 * j + 16);
             for (int t = 0; t < NT; t++)
-                acc[t][j] = sub_dot_q6(w, d, sc0, sc1, X + t * ldxq, xs + t * ldxs, k, 8 * B + j, acc[t][j]);
+                acc[t][j] = sub_dot_q6(w, d, sc0, sc1, X + t * ldxq, k, nb, 8 * B + j, acc[t][j]);
         }
     }
     for (int t = 0; t < NT; t++) _mm512_mask_storeu_ps(Y + t * ldy, keep, tree16(acc[t]));
@@ -369,27 +363,16 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
 static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int64_t ldxq, int64_t n, const void *W,
                                       int64_t k, int64_t o0, int64_t o1) {
     if (o1 <= o0 || n <= 0) return;
-    const int64_t nb = k / 32, tile_bytes = k / 256 * Q6_SIZE, ldxs = 2 * nb;
-    int32_t *xs = kernels_scratch(); /* [tokens of a block][2 nb] */
-    int64_t tbn = QW_SCRATCH_BYTES / (int64_t)(ldxs * sizeof(int32_t));
-    if (tbn > TB) tbn = TB;
+    const int64_t tile_bytes = k / 256 * Q6_SIZE;
     const uint8_t *X = XQ;
-    /* One token block (decode): its sums once. More (prefill): each tile
-     * meets every token block while it is in L2, the block's sums
-     * recomputed (~2% of the tile's work) rather than the weights re-read. */
-    const int once = n <= tbn;
-    if (once)
-        for (int64_t t = 0; t < n; t++) half_sums(xs + t * ldxs, X + t * ldxq, nb);
     for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
         const int64_t base = r * QW_RP_ROWS;
         const __mmask16 keep = tile_keep(r, o0, o1);
         const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += tbn) {
-            const int NT = n - t0 < tbn ? (int)(n - t0) : (int)tbn;
-            if (!once)
-                for (int t = 0; t < NT; t++) half_sums(xs + t * ldxs, X + (t0 + t) * ldxq, nb);
-            if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, xs, ldxs, tile, k, keep);
-            else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, xs, ldxs, tile, k, keep);
+        for (int64_t t0 = 0; t0 < n; t0 += QR_TB_K) {
+            const int NT = n - t0 < QR_TB_K ? (int)(n - t0) : QR_TB_K;
+            if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
+            else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
         }
     }
 }
