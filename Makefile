@@ -4,7 +4,7 @@
 #   cli, server -> engine -> infer, model, tokenizer, sample -> kernels, runtime -> format, base
 #
 # Every .c under src/ except src/cli/ goes into build/libqwenc.a; the CLI links it.
-# Kernel files named *_avx2.c / *_avx512.c / *_avx512vnni.c / *_avx512bf16.c
+# Kernel files named *_avx2.c / *_avx512.c / *_avx512vnni.c / *_avx512bf16.c / *_amx.c
 # (in any folder) get only their own ISA flags (never -march=native on shared
 # code: the binary picks its kernels at run time).
 #
@@ -37,6 +37,7 @@ ifneq (,$(findstring x86_64,$(ARCH)))
   FLAGS_AVX512VNNI = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
   FLAGS_AVX512BF16 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c
   FLAGS_AVXVNNI    = -mavx2 -mfma -mf16c -mavxvnni
+  FLAGS_AMX        = $(FLAGS_AVX512VNNI) -mamx-tile -mamx-int8
 endif
 
 # The fuzz build leaves the SIMD kernel files uninstrumented (KERNELS_PLAIN=1):
@@ -97,6 +98,10 @@ $(BUILD)/%_avx512vnni.o: %_avx512vnni.c
 $(BUILD)/%_avx512bf16.o: %_avx512bf16.c
 	@mkdir -p $(dir $@)
 	$(CC) $(KCFLAGS) $(FLAGS_AVX512BF16) -MMD -MP -c $< -o $@
+
+$(BUILD)/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(KCFLAGS) $(FLAGS_AMX) -MMD -MP -c $< -o $@
 
 $(BUILD)/%_avxvnni.o: %_avxvnni.c
 	@mkdir -p $(dir $@)

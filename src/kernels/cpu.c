@@ -29,6 +29,7 @@ unsigned qw_cpu_flags_from(const qw_cpu_bits *x) {
     if ((fl & QW_CPU_AVX2) && x->avxvnni) fl |= QW_CPU_AVXVNNI;
     if ((fl & QW_CPU_AVX512) && x->avx512vnni) fl |= QW_CPU_AVX512VNNI;
     if ((fl & QW_CPU_AVX512) && x->avx512bf16) fl |= QW_CPU_AVX512BF16;
+    if ((fl & QW_CPU_AVX512VNNI) && x->amx_int8 && x->os_amx) fl |= QW_CPU_AMXINT8;
     return fl;
 }
 
@@ -36,6 +37,11 @@ unsigned qw_cpu_flags_from(const qw_cpu_bits *x) {
 #include <cpuid.h>
 #if defined(__APPLE__)
 #include <sys/sysctl.h>
+#endif
+#if defined(__linux__)
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 static uint64_t xgetbv0(void) {
@@ -45,6 +51,21 @@ static uint64_t xgetbv0(void) {
 }
 
 static int bit(uint32_t r, int b) { return (int)((r >> b) & 1u); }
+
+/* AMX tile data is off for a process until it asks: Linux (5.16+) grants
+ * it with arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), once for
+ * the whole process; a tile instruction without it kills the process
+ * (SIGILL). Other systems: not used. QWENC_AMX=0 declines it (to measure
+ * the VNNI kernels on the same machine). */
+static int amx_permitted(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    const char *e = getenv("QWENC_AMX");
+    if (e && !strcmp(e, "0")) return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
 
 static struct {
     unsigned flags;
@@ -73,6 +94,7 @@ static void detect(void) {
         x.avx512bw = bit(b, 30);
         x.avx512vl = bit(b, 31);
         x.avx512vnni = bit(c, 11);
+        x.amx_int8 = bit(d, 24) && bit(d, 25); /* AMX-TILE, AMX-INT8 */
         if (max7 >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
             x.avxvnni = bit(a, 4);
@@ -82,6 +104,8 @@ static void detect(void) {
     if (osxsave) xcr0 = xgetbv0();
     x.os_ymm = osxsave && (xcr0 & 0x6) == 0x6;     /* XMM + YMM */
     x.os_zmm = x.os_ymm && (xcr0 & 0xe0) == 0xe0; /* opmask + ZMM_Hi256 + Hi16_ZMM */
+    /* XTILECFG + XTILEDATA, then the process's permission */
+    x.os_amx = x.amx_int8 && (xcr0 & 0x60000) == 0x60000 && amx_permitted();
 #if defined(__APPLE__)
     if (x.os_ymm && !x.os_zmm && x.avx512f) {
         int v = 0;
@@ -90,11 +114,11 @@ static void detect(void) {
     }
 #endif
     g_cpu.flags = qw_cpu_flags_from(&x);
-    snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s%s", x.avx ? " avx" : "",
+    snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s%s%s", x.avx ? " avx" : "",
              x.avx2 ? " avx2" : "", x.fma ? " fma" : "", x.f16c ? " f16c" : "", x.avx512f ? " avx512f" : "",
              x.avx512bw ? " avx512bw" : "", x.avx512vl ? " avx512vl" : "", x.avx512dq ? " avx512dq" : "",
              x.avx512bf16 ? " avx512bf16" : "", x.avx512vnni ? " avx512vnni" : "", x.avxvnni ? " avxvnni" : "",
-             (x.avx512f && !x.os_zmm) ? " (os: no zmm state)" : "");
+             x.amx_int8 ? (x.os_amx ? " amx-int8" : " amx-int8(off)") : "", (x.avx512f && !x.os_zmm) ? " (os: no zmm state)" : "");
 }
 
 #elif defined(__aarch64__)

@@ -56,6 +56,7 @@ static const struct family {
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_kquant_avx512vnni},
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_qrepack_avx512vnni},
     {LV_AVX512, QW_CPU_AVX512BF16, &kernels_bf16act_avx512bf16},
+    {LV_AVX512, QW_CPU_AMXINT8, &kernels_qrepack_amx}, /* after the VNNI tables: over them */
 #elif defined(__aarch64__)
     {LV_NEON, 0, &kernels_matmul_neon},
     {LV_NEON, 0, &kernels_qdot_neon},

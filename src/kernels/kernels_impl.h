@@ -41,6 +41,7 @@ extern const qw_kernels kernels_matmul_avx512, kernels_elementwise_avx512;
 extern const qw_kernels kernels_qdot_avx512vnni, kernels_kquant_avx512vnni; /* QW_CPU_AVX512VNNI */
 extern const qw_kernels kernels_qrepack_avx512vnni;                         /* QW_CPU_AVX512VNNI */
 extern const qw_kernels kernels_bf16act_avx512bf16;                        /* QW_CPU_AVX512BF16 */
+extern const qw_kernels kernels_qrepack_amx;                               /* QW_CPU_AMXINT8 */
 #elif defined(__aarch64__)
 extern const qw_kernels kernels_matmul_neon, kernels_qdot_neon, kernels_kquant_neon, kernels_attn_neon,
     kernels_elementwise_neon;
@@ -53,7 +54,7 @@ extern const qw_kernels kernels_qrepack_neon;
  * on the thread (a kernel never calls another kernel that uses it). Each
  * user lays out its own struct there and checks its size against
  * QW_SCRATCH_BYTES at compile time. */
-#define QW_SCRATCH_BYTES (200 * 1024)
+#define QW_SCRATCH_BYTES (256 * 1024)
 void *kernels_scratch(void);
 
 /* The reference's block-type to_f32 (matmul/matmul_ref.c): n weights of
@@ -97,6 +98,7 @@ enum {
     QW_CPU_AVX512VNNI = 1u << 3, /* vpdpbusd on zmm (needs the avx512 level) */
     QW_CPU_AVX512BF16 = 1u << 4, /* vdpbf16ps on zmm (needs the avx512 level) */
     QW_CPU_AVXVNNI = 1u << 5,    /* VEX vpdpbusd on ymm (needs the avx2 level) */
+    QW_CPU_AMXINT8 = 1u << 6,    /* AMX tiles + tdpbssd, tile data enabled (needs avx512 VNNI) */
 };
 unsigned kernels_cpu_flags(void);
 
@@ -104,7 +106,9 @@ unsigned kernels_cpu_flags(void);
 typedef struct qw_cpu_bits {
     int avx, avx2, fma, f16c;
     int avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avxvnni;
+    int amx_int8;       /* AMX-TILE and AMX-INT8 */
     int os_ymm, os_zmm; /* XCR0: the OS saves YMM / opmask + ZMM state */
+    int os_amx;         /* XCR0 tile state, and (Linux) the process may use it */
 } qw_cpu_bits;
 /* The QW_CPU_* bits those features give (pure; cpu.c's decision, tested
  * in tests/kernels/test_cpu.c). */

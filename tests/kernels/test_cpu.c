@@ -72,6 +72,17 @@ static void check_decision(void) {
                                     QW_CPU_AVXVNNI),
           "Zen 4 (0x%x)", qw_cpu_flags_from(&x));
 
+    x = avx512_cpu();
+    x.avx512vnni = x.avx512bf16 = x.avxvnni = x.amx_int8 = x.os_amx = 1; /* Sapphire Rapids, tiles permitted */
+    CHECK(qw_cpu_flags_from(&x) == (QW_CPU_AVX2 | QW_CPU_AVX512 | QW_CPU_AVX512VNNI | QW_CPU_AVX512BF16 |
+                                    QW_CPU_AVXVNNI | QW_CPU_AMXINT8),
+          "Sapphire Rapids (0x%x)", qw_cpu_flags_from(&x));
+    x.os_amx = 0; /* tile data not enabled, or the process not permitted: no AMX */
+    CHECK(!(qw_cpu_flags_from(&x) & QW_CPU_AMXINT8), "AMX without the OS's tile state (0x%x)", qw_cpu_flags_from(&x));
+    x.os_amx = 1;
+    x.avx512vnni = 0; /* the AMX kernels hand small batches to the VNNI ones: AMX needs them */
+    CHECK(!(qw_cpu_flags_from(&x) & QW_CPU_AMXINT8), "AMX without AVX-512 VNNI (0x%x)", qw_cpu_flags_from(&x));
+
     x = avx2_cpu();
     x.avxvnni = 1; /* Alder Lake: AVX-VNNI, no AVX-512 */
     CHECK(qw_cpu_flags_from(&x) == (QW_CPU_AVX2 | QW_CPU_AVXVNNI), "Alder Lake (0x%x)", qw_cpu_flags_from(&x));
@@ -96,6 +107,7 @@ static void check_live(void) {
               "the features line names the avx512 features");
     if (fl & QW_CPU_AVX512VNNI) CHECK(strstr(kernels_cpu_features(), "avx512vnni") != NULL, "vnni named");
     if (fl & QW_CPU_AVX512BF16) CHECK(strstr(kernels_cpu_features(), "avx512bf16") != NULL, "bf16 named");
+    if (fl & QW_CPU_AMXINT8) CHECK(strstr(kernels_cpu_features(), " amx-int8") != NULL, "amx named");
 #endif
     CHECK(kernels_level("ref") != NULL, "ref always offered");
 }

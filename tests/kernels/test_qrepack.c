@@ -33,6 +33,25 @@ static void fill_blocks(uint8_t *w, int64_t nblocks, qw_dtype dt) {
     }
 }
 
+/* The tables checked: every level's and, where the avx512 level's
+ * matmul_qr is the AMX kernel (which hands n % 16 tokens and n < 16 to the
+ * VNNI one), the VNNI kernels alone as well, for every n. */
+typedef struct {
+    const char *name;
+    const qw_kernels *tab;
+} variant;
+
+static int variants(variant *v) {
+    int n = 0;
+    const char *const *names = kernels_level_names();
+    for (int li = 0; names[li]; li++)
+        if (kernels_level(names[li])) v[n++] = (variant){names[li], kernels_level(names[li])};
+#if defined(__x86_64__)
+    if (kernels_cpu_flags() & QW_CPU_AMXINT8) v[n++] = (variant){"avx512 (VNNI alone)", &kernels_qrepack_avx512vnni};
+#endif
+    return n;
+}
+
 static void fill_x(float *x, int64_t k) {
     for (int64_t i = 0; i < k; i++) x[i] = frand() * (rnd() % 64 == 0 ? 20.0f : 1.0f);
     for (int64_t b = 0; b < k / 32; b++)
@@ -84,10 +103,11 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
         CHECK(memcmp(yr, yt, (size_t)(nmax * rows) * sizeof(float)) != 0, "%s k=%lld: flipped repacked bytes are seen",
               tn, (long long)k);
         for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
-        const char *const *names = kernels_level_names();
-        for (int li = 0; names[li]; li++) {
-            const qw_kernels *L = kernels_level(names[li]);
-            if (!L || !L->matmul_qr[dt]) continue;
+        variant vs[8];
+        const int nv = variants(vs);
+        for (int li = 0; li < nv; li++) {
+            const qw_kernels *L = vs[li].tab;
+            if (!L->matmul_qr[dt]) continue;
             int bad = 0;
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
                 for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
@@ -103,12 +123,12 @@ static void check_type(const qw_kernels *ref, qw_dtype dt) {
                     }
                 }
             CHECK(bad == 0, "%s matmul_qr %s k=%lld: n in {1..70}, sub-ranges: bitwise ref, nothing outside (%d bad)",
-                  L->name, tn, (long long)k, bad);
+                  vs[li].name, tn, (long long)k, bad);
             /* the comparison can fail: the level's kernel on flipped bytes differs */
             for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
             L->matmul_qr[dt](yt, rows, XQ, ldxq, nmax, R, k, 0, rows);
             CHECK(memcmp(yr, yt, (size_t)(nmax * rows) * sizeof(float)) != 0,
-                  "%s matmul_qr %s k=%lld: flipped repacked bytes are seen", L->name, tn, (long long)k);
+                  "%s matmul_qr %s k=%lld: flipped repacked bytes are seen", vs[li].name, tn, (long long)k);
             for (int64_t i = 0; i < rbytes; i += 97) R[i] ^= 0x11;
         }
         free(W);
@@ -138,10 +158,11 @@ static void check_many_tokens(const qw_kernels *ref, qw_dtype dt) {
     }
     qw_repack_q(dt, R, W, rows, k);
     ref->matmul_q[dt](yr, rows, XQ, rq, n, W, k, 0, rows);
-    const char *const *names = kernels_level_names();
-    for (int li = 0; names[li]; li++) {
-        const qw_kernels *L = kernels_level(names[li]);
-        if (!L || !L->matmul_qr[dt]) continue;
+    variant vs[8];
+    const int nv = variants(vs);
+    for (int li = 0; li < nv; li++) {
+        const qw_kernels *L = vs[li].tab;
+        if (!L->matmul_qr[dt]) continue;
         for (int64_t i = 0; i < n * rows; i++) Y[i] = 12345.5f;
         L->matmul_qr[dt](Y, rows, XQ, rq, n, R, k, 3, rows); /* rows 3..31: a tile cut, a whole one */
         int bad = 0;
@@ -149,7 +170,7 @@ static void check_many_tokens(const qw_kernels *ref, qw_dtype dt) {
             for (int64_t o = 0; o < rows; o++)
                 bad += o < 3 ? Y[t * rows + o] != 12345.5f : memcmp(&Y[t * rows + o], &yr[t * rows + o], 4) != 0;
         CHECK(bad == 0,
-              "%s matmul_qr %s k=%lld n=%lld (token blocks): bitwise ref", L->name, qw_dtype_name(dt), (long long)k,
+              "%s matmul_qr %s k=%lld n=%lld (token blocks): bitwise ref", vs[li].name, qw_dtype_name(dt), (long long)k,
               (long long)n);
     }
     free(W);
@@ -177,6 +198,14 @@ int main(void) {
         for (int ti = 0; ti < 5; ti++)
             CHECK(L->matmul_qr[k_types[ti]] != NULL, "%s has matmul_qr %s", L->name, qw_dtype_name(k_types[ti]));
     }
+#if defined(__x86_64__)
+    /* where the CPU has AMX-INT8 the avx512 level's prefill GEMM is AMX's
+     * (qrepack_amx.c), so the n >= 16 cases below run it */
+    if (kernels_cpu_flags() & QW_CPU_AMXINT8)
+        for (int ti = 0; ti < N_TYPES; ti++)
+            CHECK(a && a->matmul_qr[k_types[ti]] == kernels_qrepack_amx.matmul_qr[k_types[ti]],
+                  "avx512 with AMX-INT8: matmul_qr %s is the AMX kernel", qw_dtype_name(k_types[ti]));
+#endif
     for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
     check_many_tokens(ref, QW_Q4_K);
     check_many_tokens(ref, QW_Q5_K);

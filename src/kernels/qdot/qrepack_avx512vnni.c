@@ -25,41 +25,9 @@
 #if defined(__x86_64__)
 #include "kernels/qdot/qdot_x86.h"
 #include "kernels/qdot/qrepack_layout.h"
+#include "kernels/qdot/qrepack_zmm.h"
 
 #define TB QR_TB /* tokens per block (the K tiles: QR_TB_K) */
-
-/* The rows of tile r that [o0, o1) covers, as a store mask. */
-INLINE __mmask16 tile_keep(int64_t r, int64_t o0, int64_t o1) {
-    int lo, hi;
-    tile_rows(r, o0, o1, &lo, &hi);
-    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
-
-/* A tile block's 8 weight vectors (lane i: 4 unsigned weights of row i). */
-INLINE void unpack(int T, const uint8_t *tb, __m512i w[8]) {
-    const uint8_t *q = tb + off_q(T);
-    if (T == QW_Q8_0) {
-        UNROLL
-        for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512((const void *)(q + 64 * j));
-        return;
-    }
-    const __m512i lo4 = _mm512_set1_epi8(15);
-    UNROLL
-    for (int v = 0; v < 4; v++) {
-        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
-        w[2 * v] = _mm512_and_si512(z, lo4);
-        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
-    }
-    if (has_qh(T)) {
-        const __m512i sixteen = _mm512_set1_epi8(16);
-        UNROLL
-        for (int j = 0; j < 8; j++) {
-            uint64_t m;
-            memcpy(&m, tb + off_qh(T) + 8 * j, 8);
-            w[j] = _mm512_mask_add_epi8(w[j], (__mmask64)m, w[j], sixteen);
-        }
-    }
-}
 
 /* acc (16 rows) += one token's terms for this tile block, the reference's steps. */
 INLINE __m512 block_dot(int T, const __m512i w[8], __m512 d, __m512 m, const uint8_t *xr, int64_t k, int64_t nb,
@@ -86,12 +54,6 @@ INLINE __m512 block_dot(int T, const __m512i w[8], __m512 d, __m512 m, const uin
     acc = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(isum), acc);
     if (has_min(T)) acc = _mm512_fmadd_ps(_mm512_mul_ps(m, vdx), _mm512_set1_ps((float)s), acc);
     return acc;
-}
-
-/* The tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), per row. */
-INLINE __m512 tree16(const __m512 a[8]) {
-    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
-                         _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
 }
 
 /* One token against a whole tile, accumulators in registers (decode). No
@@ -178,31 +140,6 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
  * sub-block one conversion, one multiply and two fma against the 8
  * vpdpbusd (the older steps took 8 float operations: 1.5B Q4_K_M pp512
  * 154 -> 180 tok/s, docs/PERFORMANCE.md). */
-enum { K_SC = 64, K_MN = 192, K_QH = 320 };
-INLINE int k_q(int T) { return K_QH + (T == QW_Q5_K ? 512 : 0); }
-INLINE int k_size(int T) { return k_q(T) + 8 * 256; }
-
-/* Sub-block j's 8 weight vectors. */
-INLINE void unpack_k(int T, const uint8_t *tb, int j, __m512i w[8]) {
-    const uint8_t *q = tb + k_q(T) + 256 * j;
-    const __m512i lo4 = _mm512_set1_epi8(15);
-    UNROLL
-    for (int v = 0; v < 4; v++) {
-        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
-        w[2 * v] = _mm512_and_si512(z, lo4);
-        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
-    }
-    if (T == QW_Q5_K) {
-        const __m512i sixteen = _mm512_set1_epi8(16);
-        UNROLL
-        for (int v = 0; v < 8; v++) {
-            uint64_t m;
-            memcpy(&m, tb + K_QH + 64 * j + 8 * v, 8);
-            w[v] = _mm512_mask_add_epi8(w[v], (__mmask64)m, w[v], sixteen);
-        }
-    }
-}
-
 INLINE __m512 sub_dot(const __m512i w[8], __m512 dsc, __m512 dmn, const uint8_t *xr, int64_t k, int64_t nb,
                       int64_t b, __m512 acc) {
     const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
@@ -221,11 +158,6 @@ INLINE __m512 sub_dot(const __m512i w[8], __m512 dsc, __m512 dmn, const uint8_t 
     /* fmaf(dx, dsc * dot, acc), then fmaf(-dmn, ds, acc) (fnmadd: one rounding) */
     acc = _mm512_fmadd_ps(_mm512_set1_ps(dx), _mm512_mul_ps(dsc, _mm512_cvtepi32_ps(_mm512_add_epi32(p0, p1))), acc);
     return _mm512_fnmadd_ps(dmn, _mm512_set1_ps(ds), acc);
-}
-
-/* 16 unsigned bytes as floats (exact). */
-INLINE __m512 k_bytes(const uint8_t *p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 
 /* NT (1..TB) tokens against a whole K tile. */
@@ -288,32 +220,6 @@ static void matmul_qr_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
  * (int32, exact), acc[j] += (d dx) isum: kquant_ref.c's steps. (The sums
  * were once recomputed here per tile and token block: 20% of a Q6_K
  * prefill matmul, docs/PERFORMANCE.md.) */
-enum { Q6_SC = 64, Q6_SUB = 320, Q6_SUB_BYTES = 384, Q6_SIZE = 3392 };
-/* sub-block j: its high planes (128 bytes), then its low nibbles (256) */
-static inline __attribute__((always_inline)) int q6_hi(int j) { return Q6_SUB + Q6_SUB_BYTES * j; }
-static inline __attribute__((always_inline)) int q6_lo(int j) { return Q6_SUB + Q6_SUB_BYTES * j + 128; }
-
-INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
-    const __m512i lo4 = _mm512_set1_epi8(15);
-    const uint8_t *q = tb + q6_lo(j);
-    UNROLL
-    for (int v = 0; v < 4; v++) {
-        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
-        w[2 * v] = _mm512_and_si512(z, lo4);
-        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
-    }
-    UNROLL
-    for (int h = 0; h < 2; h++) {
-        const __m512i H = _mm512_loadu_si512((const void *)(tb + q6_hi(j) + 64 * h));
-        /* bits 2m..2m+1 of each byte to bits 4..5 (masked first: nothing crosses a byte) */
-        w[4 * h + 0] = _mm512_or_si512(w[4 * h + 0], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x03)), 4));
-        w[4 * h + 1] = _mm512_or_si512(w[4 * h + 1], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x0c)), 2));
-        w[4 * h + 2] = _mm512_or_si512(w[4 * h + 2], _mm512_and_si512(H, _mm512_set1_epi8(0x30)));
-        w[4 * h + 3] = _mm512_or_si512(w[4 * h + 3],
-                                       _mm512_srli_epi16(_mm512_and_si512(H, _mm512_set1_epi8((char)0xc0)), 2));
-    }
-}
-
 INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1, const uint8_t *xr, int64_t k,
                          int64_t nb, int64_t b, __m512 acc) {
     const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
@@ -334,8 +240,6 @@ INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1,
     memcpy(&dx, xr + k + 4 * b, 4);
     return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
 }
-
-INLINE __m512i sc_bytes(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 
 /* NT (1..QR_TB_K) tokens against a whole Q6_K tile. */
 INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile, int64_t k,

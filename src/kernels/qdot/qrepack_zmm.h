@@ -1,0 +1,102 @@
+/* qrepack_zmm.h - private to the AVX-512 matmul_qr kernels
+ * (qrepack_avx512vnni.c, qrepack_amx.c): qrepack_ref.c's tile blocks
+ * unpacked into zmm registers (lane i, or bytes 4i..4i+3, belong to row i
+ * of the tile), the K-quant and Q6_K tile offsets, the store mask of a
+ * partly covered tile and the reference's accumulator tree. The includer
+ * includes qdot_x86.h and qrepack_layout.h first.
+ */
+#ifndef QW_QREPACK_ZMM_H
+#define QW_QREPACK_ZMM_H
+
+/* The rows of tile r that [o0, o1) covers, as a store mask. */
+INLINE __mmask16 tile_keep(int64_t r, int64_t o0, int64_t o1) {
+    int lo, hi;
+    tile_rows(r, o0, o1, &lo, &hi);
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* 4 vectors of nibbles at q as 8 weight vectors: vector v's low nibbles
+ * (weights 8v..8v+3 of each row) to w[2v], its high ones to w[2v + 1]. */
+INLINE void unpack_nibbles(const uint8_t *q, __m512i w[8]) {
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        __m512i z = _mm512_loadu_si512((const void *)(q + 64 * v));
+        w[2 * v] = _mm512_and_si512(z, lo4);
+        w[2 * v + 1] = _mm512_and_si512(_mm512_srli_epi16(z, 4), lo4);
+    }
+}
+
+/* Bit 4 of every weight from 8 64-bit masks at qh (mask j: w[j]'s bytes). */
+INLINE void add_high_bits(const uint8_t *qh, __m512i w[8]) {
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        uint64_t m;
+        memcpy(&m, qh + 8 * j, 8);
+        w[j] = _mm512_mask_add_epi8(w[j], (__mmask64)m, w[j], sixteen);
+    }
+}
+
+/* A tile block's 8 weight vectors (lane i: 4 unsigned weights of row i). */
+INLINE void unpack(int T, const uint8_t *tb, __m512i w[8]) {
+    const uint8_t *q = tb + off_q(T);
+    if (T == QW_Q8_0) {
+        UNROLL
+        for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512((const void *)(q + 64 * j));
+        return;
+    }
+    unpack_nibbles(q, w);
+    if (has_qh(T)) {
+        add_high_bits(tb + off_qh(T), w);
+    }
+}
+
+/* The tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), per row. */
+INLINE __m512 tree16(const __m512 a[8]) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                         _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+}
+
+/* ---- K-quant tile blocks (qrepack_ref.c's K layout) */
+enum { K_SC = 64, K_MN = 192, K_QH = 320 };
+INLINE int k_q(int T) { return K_QH + (T == QW_Q5_K ? 512 : 0); }
+INLINE int k_size(int T) { return k_q(T) + 8 * 256; }
+
+/* Sub-block j's 8 weight vectors. */
+INLINE void unpack_k(int T, const uint8_t *tb, int j, __m512i w[8]) {
+    const uint8_t *q = tb + k_q(T) + 256 * j;
+    unpack_nibbles(q, w);
+    if (T == QW_Q5_K) {
+        add_high_bits(tb + K_QH + 64 * j, w);
+    }
+}
+
+/* 16 unsigned bytes as floats (exact). */
+INLINE __m512 k_bytes(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+/* ---- Q6_K tile blocks (qrepack_ref.c's Q6_K layout) */
+enum { Q6_SC = 64, Q6_SUB = 320, Q6_SUB_BYTES = 384, Q6_SIZE = 3392 };
+/* sub-block j: its high planes (128 bytes), then its low nibbles (256) */
+static inline __attribute__((always_inline)) int q6_hi(int j) { return Q6_SUB + Q6_SUB_BYTES * j; }
+static inline __attribute__((always_inline)) int q6_lo(int j) { return Q6_SUB + Q6_SUB_BYTES * j + 128; }
+
+INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
+    unpack_nibbles(tb + q6_lo(j), w);
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m512i H = _mm512_loadu_si512((const void *)(tb + q6_hi(j) + 64 * h));
+        /* bits 2m..2m+1 of each byte to bits 4..5 (masked first: nothing crosses a byte) */
+        w[4 * h + 0] = _mm512_or_si512(w[4 * h + 0], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x03)), 4));
+        w[4 * h + 1] = _mm512_or_si512(w[4 * h + 1], _mm512_slli_epi16(_mm512_and_si512(H, _mm512_set1_epi8(0x0c)), 2));
+        w[4 * h + 2] = _mm512_or_si512(w[4 * h + 2], _mm512_and_si512(H, _mm512_set1_epi8(0x30)));
+        w[4 * h + 3] = _mm512_or_si512(w[4 * h + 3],
+                                       _mm512_srli_epi16(_mm512_and_si512(H, _mm512_set1_epi8((char)0xc0)), 2));
+    }
+}
+
+INLINE __m512i sc_bytes(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+
+#endif
