@@ -181,6 +181,56 @@ static void check_many_tokens(const qw_kernels *ref, qw_dtype dt) {
     free(Y);
 }
 
+/* Q6_K at the extremes of its integer sums: the SIMD kernels turn
+ * sc0 half0 + sc1 half1 into float with a multiply and an fma rather than
+ * in int32 (vpmulld), exact because |half| <= 16 * 32 * 128 and |sc| <= 128
+ * keep every product and the sum within 2^24. All weights -32 or +31, all
+ * scales -128 or 127, every activation at +-127: the largest sums there
+ * are, still bitwise the reference (n = 16 and 17: the AMX tile and the
+ * VNNI tail). */
+static void check_q6_extremes(const qw_kernels *ref) {
+    const qw_dtype dt = QW_Q6_K;
+    const int64_t k = 512, rows = 32, nmax = 17, nb = k / 256, bs = qw_type(dt)->bytes;
+    const int64_t rq = qw_qa8_row_bytes(k);
+    uint8_t *W = malloc((size_t)(rows * nb * bs)), *R = malloc((size_t)qw_repack_bytes(dt, rows, k));
+    uint8_t *XQ = malloc((size_t)(nmax * rq));
+    float *x = malloc((size_t)k * sizeof(float)), *yr = malloc((size_t)(nmax * rows) * sizeof(float)),
+          *Y = malloc((size_t)(nmax * rows) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t B = 0; B < nb; B++) {
+            uint8_t *blk = W + (r * nb + B) * bs;
+            const int hi = (r + B) % 2; /* q = 63 (+31) or q = 0 (-32) */
+            memset(blk, hi ? 0xff : 0x00, 192);
+            memset(blk + 192, hi ? 0x7f : 0x80, 16); /* scales 127 or -128 */
+            uint16_t h = qw_f32_to_f16(ldexpf(1.0f, -(int)(r % 5) - 8));
+            memcpy(blk + qw_type(dt)->d_off, &h, 2);
+        }
+    for (int64_t t = 0; t < nmax; t++) {
+        for (int64_t i = 0; i < k; i++) x[i] = t % 2 ? 3.0f : -3.0f;
+        ref->quantize_qa8(XQ + t * rq, x, k);
+    }
+    CHECK((int8_t)XQ[0] == -127 && (int8_t)XQ[rq] == 127, "Q6_K extremes: activations at -127 and 127");
+    qw_repack_q(dt, R, W, rows, k);
+    ref->matmul_q[dt](yr, rows, XQ, rq, nmax, W, k, 0, rows);
+    variant vs[8];
+    const int nv = variants(vs);
+    for (int li = 0; li < nv; li++) {
+        const qw_kernels *L = vs[li].tab;
+        if (!L->matmul_qr[dt]) continue;
+        for (int64_t n = 16; n <= nmax; n++) {
+            L->matmul_qr[dt](Y, rows, XQ, rq, n, R, k, 0, rows);
+            CHECK(memcmp(Y, yr, (size_t)(n * rows) * sizeof(float)) == 0,
+                  "%s matmul_qr Q6_K at the largest sums (n=%lld): bitwise ref", vs[li].name, (long long)n);
+        }
+    }
+    free(W);
+    free(R);
+    free(XQ);
+    free(x);
+    free(yr);
+    free(Y);
+}
+
 int main(void) {
     const qw_kernels *ref = kernels_level("ref");
     CHECK(!qw_repack_ok(QW_F32) && !qw_repack_ok(QW_BF16), "16-bit and float types are not repacked");
@@ -210,5 +260,6 @@ int main(void) {
     check_many_tokens(ref, QW_Q4_K);
     check_many_tokens(ref, QW_Q5_K);
     check_many_tokens(ref, QW_Q6_K);
+    check_q6_extremes(ref);
     return test_summary();
 }

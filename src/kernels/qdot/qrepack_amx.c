@@ -51,7 +51,7 @@ enum {
 
 typedef struct {
     int8_t w[AMX_MAXB][512];  /* each block's B tile */
-    float f[AMX_MAXB][3][16]; /* each block's per-row floats (Q6_K: d, then the scales as int32) */
+    float f[AMX_MAXB][3][16]; /* each block's per-row floats (Q6_K: d, then the two halves' scales) */
     int32_t c[4][MT][16];     /* C tiles stored for the float steps */
     float acc[8][MT][16];     /* the 8 classes' sums, for the tree */
     int16_t ord[AMX_MAXB];    /* the blocks class by class (tokens) */
@@ -107,8 +107,8 @@ INLINE void panel(int T, amx_scratch *sc, const uint8_t *tile, int64_t k) {
                     UNROLL
                     for (int v = 0; v < 8; v++) w[v] = _mm512_sub_epi8(w[v], _mm512_set1_epi8(32));
                     _mm512_storeu_ps(f, d);
-                    _mm512_storeu_si512((void *)(f + 16), sc_bytes(tb + Q6_SC + 32 * j));
-                    _mm512_storeu_si512((void *)(f + 32), sc_bytes(tb + Q6_SC + 32 * j + 16));
+                    _mm512_storeu_ps(f + 16, _mm512_cvtepi32_ps(sc_bytes(tb + Q6_SC + 32 * j)));
+                    _mm512_storeu_ps(f + 32, _mm512_cvtepi32_ps(sc_bytes(tb + Q6_SC + 32 * j + 16)));
                 } else {
                     unpack_k(T, tb, j, w);
                     _mm512_storeu_ps(f, _mm512_mul_ps(d, k_bytes(tb + K_SC + 16 * j)));
@@ -166,8 +166,8 @@ INLINE void steps(int T, const amx_scratch *sc, int ci, const uint8_t *X, int64_
     const float *f = sc->f[b][0];
     const int two = is_kq(T) || has_min(T), q6 = T == QW_Q6_K;
     const __m512 f0 = _mm512_loadu_ps(f), f1 = two ? _mm512_loadu_ps(f + 16) : _mm512_setzero_ps();
-    const __m512i s1 = q6 ? _mm512_loadu_si512((const void *)(f + 16)) : _mm512_setzero_si512();
-    const __m512i s2 = q6 ? _mm512_loadu_si512((const void *)(f + 32)) : _mm512_setzero_si512();
+    const __m512 s1 = q6 ? _mm512_loadu_ps(f + 16) : _mm512_setzero_ps();
+    const __m512 s2 = q6 ? _mm512_loadu_ps(f + 32) : _mm512_setzero_ps();
     UNROLL
     for (int m = 0; m < MT; m++) {
         const uint8_t *xr = X + m * ldxq;
@@ -176,8 +176,11 @@ INLINE void steps(int T, const amx_scratch *sc, int ci, const uint8_t *X, int64_
         memcpy(&dx, xr + k + 4 * b, 4);
         if (T == QW_Q6_K) {
             const __m512i c2 = _mm512_loadu_si512((const void *)sc->c[ci + 1][m]);
-            const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(s1, c), _mm512_mullo_epi32(s2, c2));
-            acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(f0, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc[m]);
+            /* (float)(s1 * c + s2 * c2) without vpmulld (two uops, one
+             * port): |c| <= 16 * 32 * 128 and |s| <= 128, so each product
+             * and the sum are integers of at most 2^24, exact in float. */
+            const __m512 isum = _mm512_fmadd_ps(s2, _mm512_cvtepi32_ps(c2), _mm512_mul_ps(s1, _mm512_cvtepi32_ps(c)));
+            acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(f0, _mm512_set1_ps(dx)), isum, acc[m]);
         } else if (is_kq(T)) { /* fmaf(dx, dsc * dot, acc), then fmaf(-dmn, ds, acc) */
             float ds;
             memcpy(&ds, xr + k + 8 * nb + 4 * b, 4);

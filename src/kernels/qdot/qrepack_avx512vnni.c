@@ -217,10 +217,10 @@ static void matmul_qr_q5_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
  * activations, and the -32 offset through each 16-weight half's activation
  * sum h (the QA8 row's h section, kernels.h):
  *   half_h = sum q qx - 32 h, isum = sc_2j half_0 + sc_2j+1 half_1
- * (int32, exact), acc[j] += (d dx) isum: kquant_ref.c's steps. (The sums
+ * (exact, here in float: sub_dot_q6), acc[j] += (d dx) isum: kquant_ref.c's steps. (The sums
  * were once recomputed here per tile and token block: 20% of a Q6_K
  * prefill matmul, docs/PERFORMANCE.md.) */
-INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1, const uint8_t *xr, int64_t k,
+INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512 sc0, __m512 sc1, const uint8_t *xr, int64_t k,
                          int64_t nb, int64_t b, __m512 acc) {
     const int32_t *x4 = (const int32_t *)(const void *)(xr + 32 * b);
     int16_t h[2];
@@ -235,10 +235,14 @@ INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512i sc0, __m512i sc1,
         h0 = _mm512_dpbusd_epi32(h0, w[v], _mm512_set1_epi32(a));
         h1 = _mm512_dpbusd_epi32(h1, w[4 + v], _mm512_set1_epi32(c));
     }
-    const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, h0), _mm512_mullo_epi32(sc1, h1));
+    /* (float)isum without vpmulld (two uops on one port on Intel): each
+     * half is sum (q - 32) qx, |half| <= 16 * 32 * 128, and |sc| <= 128,
+     * so both products and their sum are integers of at most 2^24: exact
+     * in float, the same bits as converting the int32 isum. */
+    const __m512 isum = _mm512_fmadd_ps(sc1, _mm512_cvtepi32_ps(h1), _mm512_mul_ps(sc0, _mm512_cvtepi32_ps(h0)));
     float dx;
     memcpy(&dx, xr + k + 4 * b, 4);
-    return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(isum), acc);
+    return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), isum, acc);
 }
 
 /* NT (1..QR_TB_K) tokens against a whole Q6_K tile. */
@@ -256,7 +260,8 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
         for (int j = 0; j < 8; j++) {
             __m512i w[8];
             unpack_q6(tb, j, w);
-            const __m512i sc0 = sc_bytes(tb + Q6_SC + 32 * j), sc1 = sc_bytes(tb + Q6_SC + 32 * j + 16);
+            const __m512 sc0 = _mm512_cvtepi32_ps(sc_bytes(tb + Q6_SC + 32 * j)),
+                         sc1 = _mm512_cvtepi32_ps(sc_bytes(tb + Q6_SC + 32 * j + 16));
             for (int t = 0; t < NT; t++)
                 acc[t][j] = sub_dot_q6(w, d, sc0, sc1, X + t * ldxq, k, nb, 8 * B + j, acc[t][j]);
         }
