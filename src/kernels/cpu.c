@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The capability bits from the raw feature bits: pure, so that
@@ -39,7 +40,6 @@ unsigned qw_cpu_flags_from(const qw_cpu_bits *x) {
 #include <sys/sysctl.h>
 #endif
 #if defined(__linux__)
-#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -48,6 +48,14 @@ static uint64_t xgetbv0(void) {
     uint32_t lo, hi;
     __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv */
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* QWENC_<NAME>=0 declines an optional family: QWENC_AMX (below), and
+ * QWENC_AVXVNNI, after which the avx2 level runs as on a Zen 3 (AVX2
+ * without VNNI), to measure that level on a newer machine. */
+static int declined(const char *env) {
+    const char *e = getenv(env);
+    return e && !strcmp(e, "0");
 }
 
 static int bit(uint32_t r, int b) { return (int)((r >> b) & 1u); }
@@ -59,8 +67,7 @@ static int bit(uint32_t r, int b) { return (int)((r >> b) & 1u); }
  * the VNNI kernels on the same machine). */
 static int amx_permitted(void) {
 #if defined(__linux__) && defined(SYS_arch_prctl)
-    const char *e = getenv("QWENC_AMX");
-    if (e && !strcmp(e, "0")) return 0;
+    if (declined("QWENC_AMX")) return 0;
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
 #else
     return 0;
@@ -97,7 +104,7 @@ static void detect(void) {
         x.amx_int8 = bit(d, 24) && bit(d, 25); /* AMX-TILE, AMX-INT8 */
         if (max7 >= 1) {
             __cpuid_count(7, 1, a, b, c, d);
-            x.avxvnni = bit(a, 4);
+            x.avxvnni = bit(a, 4) && !declined("QWENC_AVXVNNI");
             x.avx512bf16 = bit(a, 5);
         }
     }

@@ -33,9 +33,10 @@ static void fill_blocks(uint8_t *w, int64_t nblocks, qw_dtype dt) {
     }
 }
 
-/* The tables checked: every level's and, where the avx512 level's
- * matmul_qr is the AMX kernel (which hands n % 16 tokens and n < 16 to the
- * VNNI one), the VNNI kernels alone as well, for every n. */
+/* The tables checked: every level's; where the avx512 level's matmul_qr
+ * is the AMX kernel (which hands n % 16 tokens and n < 16 to the VNNI
+ * one), the VNNI kernels alone as well, for every n; and where the avx2
+ * level's are AVX-VNNI's, the plain AVX2 ones (a Zen 3's) too. */
 typedef struct {
     const char *name;
     const qw_kernels *tab;
@@ -48,6 +49,7 @@ static int variants(variant *v) {
         if (kernels_level(names[li])) v[n++] = (variant){names[li], kernels_level(names[li])};
 #if defined(__x86_64__)
     if (kernels_cpu_flags() & QW_CPU_AMXINT8) v[n++] = (variant){"avx512 (VNNI alone)", &kernels_qrepack_avx512vnni};
+    if (kernels_cpu_flags() & QW_CPU_AVXVNNI) v[n++] = (variant){"avx2 (without AVX-VNNI)", &kernels_qrepack_avx2};
 #endif
     return n;
 }
@@ -181,16 +183,19 @@ static void check_many_tokens(const qw_kernels *ref, qw_dtype dt) {
     free(Y);
 }
 
-/* Q6_K at the extremes of its integer sums: the SIMD kernels turn
- * sc0 half0 + sc1 half1 into float with a multiply and an fma rather than
- * in int32 (vpmulld), exact because |half| <= 16 * 32 * 128 and |sc| <= 128
- * keep every product and the sum within 2^24. All weights -32 or +31, all
- * scales -128 or 127, every activation at +-127: the largest sums there
- * are, still bitwise the reference (n = 16 and 17: the AMX tile and the
- * VNNI tail). */
-static void check_q6_extremes(const qw_kernels *ref) {
-    const qw_dtype dt = QW_Q6_K;
-    const int64_t k = 512, rows = 32, nmax = 17, nb = k / 256, bs = qw_type(dt)->bytes;
+/* Every type at the extremes of its integer sums, where a SIMD kernel's
+ * shortcut would break first: the AVX2 kernels add vpmaddubsw pairs in
+ * int16 (saturating past 32767: Q4 weights 8 vectors at a time, Q5 and
+ * Q6_K 4 or 2, Q8_0 through the sign trick), and Q6_K's scale step is in
+ * float on the VNNI and AMX levels (exact because |half| <= 16 * 32 * 128
+ * and |sc| <= 128 keep every product and the sum within 2^24). Every
+ * quant byte 0xff or 0x00 by row (Q8_0: -128 or 127), the 6-bit scales
+ * and mins at their largest (Q6_K's at 127 or -128), every activation at
+ * +-127: the largest sums there are, still bitwise the reference (n = 1,
+ * 16, 17, 33: decode, the AMX tile and the VNNI tail, the token blocks). */
+static void check_extremes(const qw_kernels *ref, qw_dtype dt) {
+    const qw_type_traits *tt = qw_type(dt);
+    const int64_t k = 512, rows = 32, nmax = 33, nb = k / tt->block, bs = tt->bytes;
     const int64_t rq = qw_qa8_row_bytes(k);
     uint8_t *W = malloc((size_t)(rows * nb * bs)), *R = malloc((size_t)qw_repack_bytes(dt, rows, k));
     uint8_t *XQ = malloc((size_t)(nmax * rq));
@@ -199,28 +204,36 @@ static void check_q6_extremes(const qw_kernels *ref) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t B = 0; B < nb; B++) {
             uint8_t *blk = W + (r * nb + B) * bs;
-            const int hi = (r + B) % 2; /* q = 63 (+31) or q = 0 (-32) */
-            memset(blk, hi ? 0xff : 0x00, 192);
-            memset(blk + 192, hi ? 0x7f : 0x80, 16); /* scales 127 or -128 */
+            const int hi = (r + B) % 2;
+            memset(blk, dt == QW_Q8_0 ? (hi ? 0x80 : 0x7f) : (hi ? 0xff : 0x00), (size_t)bs);
+            if (dt == QW_Q6_K) memset(blk + 192, hi ? 0x7f : 0x80, 16); /* scales 127 or -128 */
+            if (dt == QW_Q4_K || dt == QW_Q5_K) memset(blk + 4, 0xff, 12); /* scales and mins 63 */
             uint16_t h = qw_f32_to_f16(ldexpf(1.0f, -(int)(r % 5) - 8));
-            memcpy(blk + qw_type(dt)->d_off, &h, 2);
+            memcpy(blk + tt->d_off, &h, 2);
+            if (tt->m_off >= 0) {
+                h = qw_f32_to_f16(-ldexpf(1.0f, -(int)(r % 3) - 9));
+                memcpy(blk + tt->m_off, &h, 2);
+            }
         }
     for (int64_t t = 0; t < nmax; t++) {
         for (int64_t i = 0; i < k; i++) x[i] = t % 2 ? 3.0f : -3.0f;
         ref->quantize_qa8(XQ + t * rq, x, k);
     }
-    CHECK((int8_t)XQ[0] == -127 && (int8_t)XQ[rq] == 127, "Q6_K extremes: activations at -127 and 127");
+    CHECK((int8_t)XQ[0] == -127 && (int8_t)XQ[rq] == 127, "extremes: activations at -127 and 127");
     qw_repack_q(dt, R, W, rows, k);
     ref->matmul_q[dt](yr, rows, XQ, rq, nmax, W, k, 0, rows);
+    static const int64_t ns[] = {1, 16, 17, 33};
     variant vs[8];
     const int nv = variants(vs);
     for (int li = 0; li < nv; li++) {
         const qw_kernels *L = vs[li].tab;
         if (!L->matmul_qr[dt]) continue;
-        for (int64_t n = 16; n <= nmax; n++) {
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int64_t n = ns[ni];
             L->matmul_qr[dt](Y, rows, XQ, rq, n, R, k, 0, rows);
             CHECK(memcmp(Y, yr, (size_t)(n * rows) * sizeof(float)) == 0,
-                  "%s matmul_qr Q6_K at the largest sums (n=%lld): bitwise ref", vs[li].name, (long long)n);
+                  "%s matmul_qr %s at the largest sums (n=%lld): bitwise ref", vs[li].name, qw_dtype_name(dt),
+                  (long long)n);
         }
     }
     free(W);
@@ -249,6 +262,18 @@ int main(void) {
             CHECK(L->matmul_qr[k_types[ti]] != NULL, "%s has matmul_qr %s", L->name, qw_dtype_name(k_types[ti]));
     }
 #if defined(__x86_64__)
+    /* the x86 levels repack the K-quants too (qrepack_ktiles_ymm.h,
+     * qrepack_avx512vnni.c), so the loops below run those kernels */
+    for (int ti = 5; ti < N_TYPES; ti++)
+        for (int li = 0; names[li]; li++) {
+            const qw_kernels *L = kernels_level(names[li]);
+            if (L && L != ref)
+                CHECK(L->matmul_qr[k_types[ti]] != NULL, "%s has matmul_qr %s", L->name, qw_dtype_name(k_types[ti]));
+        }
+    if (kernels_cpu_flags() & QW_CPU_AVX2)
+        for (int ti = 0; ti < N_TYPES; ti++)
+            CHECK(kernels_qrepack_avx2.matmul_qr[k_types[ti]] != NULL, "plain AVX2 has matmul_qr %s",
+                  qw_dtype_name(k_types[ti]));
     /* where the CPU has AMX-INT8 the avx512 level's prefill GEMM is AMX's
      * (qrepack_amx.c), so the n >= 16 cases below run it */
     if (kernels_cpu_flags() & QW_CPU_AMXINT8)
@@ -260,6 +285,6 @@ int main(void) {
     check_many_tokens(ref, QW_Q4_K);
     check_many_tokens(ref, QW_Q5_K);
     check_many_tokens(ref, QW_Q6_K);
-    check_q6_extremes(ref);
+    for (int ti = 0; ti < N_TYPES; ti++) check_extremes(ref, k_types[ti]);
     return test_summary();
 }

@@ -4,11 +4,10 @@
  * unsigned x signed byte products into an int32 lane without saturating,
  * so the stored weights (Q8_0's q + 128 too) go in as they are and the
  * offset comes off once, as in qrepack_avx512vnni.c. The tile loops are
- * qrepack_tiles.h's, shared with qrepack_avx2.c.
- *
- * Not run on the development machine (a Zen 4: AVX-512 VNNI but no
- * AVX-VNNI; qemu-user 7.2 lacks it too), only compiled; the checker
- * (tests/kernels/test_qrepack.c) runs it wherever the CPU has it.
+ * qrepack_tiles.h's and qrepack_ktiles_ymm.h's, shared with qrepack_avx2.c.
+ * Zen 4 lacks AVX-VNNI (qemu-user 7.2 too); run and checked on Emerald
+ * Rapids Xeons (tests/kernels/test_qrepack.c runs it wherever the CPU has
+ * it; QWENC_AVXVNNI=0 declines it, to measure the avx2 level of a Zen 3).
  */
 #include "kernels/kernels_impl.h"
 
@@ -38,6 +37,44 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
 
 #include "kernels/qdot/qrepack_tiles.h"
 
-const qw_kernels kernels_qrepack_avxvnni = {.matmul_qr = {QR_BLOCK32_ENTRIES}};
+/* ---- The K-quants' hooks for qrepack_ktiles_ymm.h: the same vpdpbusd
+ * chains (no saturation, so no grouping by weight size). */
+INLINE __m256i rk_dot(int T, const __m256i u[8], const uint8_t *xq) {
+    (void)T;
+    __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
+    UNROLL
+    for (int j = 0; j < 8; j += 2) {
+        p0 = _mm256_dpbusd_avx_epi32(p0, u[j], _mm256_set1_epi32((int)ld_u32(xq + 4 * j)));
+        p1 = _mm256_dpbusd_avx_epi32(p1, u[j + 1], _mm256_set1_epi32((int)ld_u32(xq + 4 * j + 4)));
+    }
+    return _mm256_add_epi32(p0, p1);
+}
+
+/* Q6_K as qrepack_avx512vnni.c's: each half's chain starts at its offset
+ * term -32 h, and the scale step is in float (|half| <= 16 * 32 * 127 and
+ * |sc| <= 128: both products and their sum are integers below 2^24, exact,
+ * the same bits as converting the int32 isum) instead of vpmulld. */
+typedef struct {
+    __m256 sc0, sc1;
+} q6_sc;
+
+INLINE void q6_scales(const uint8_t *tb, int j, int p, q6_sc *s) {
+    s->sc0 = _mm256_cvtepi32_ps(q6_sc_i32(tb + Q6_SC + 32 * j + 8 * p));
+    s->sc1 = _mm256_cvtepi32_ps(q6_sc_i32(tb + Q6_SC + 32 * j + 16 + 8 * p));
+}
+
+INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, const int16_t h[2]) {
+    __m256i h0 = _mm256_set1_epi32(-32 * h[0]), h1 = _mm256_set1_epi32(-32 * h[1]);
+    UNROLL
+    for (int v = 0; v < 4; v++) {
+        h0 = _mm256_dpbusd_avx_epi32(h0, u[v], _mm256_set1_epi32((int)ld_u32(xq + 4 * v)));
+        h1 = _mm256_dpbusd_avx_epi32(h1, u[4 + v], _mm256_set1_epi32((int)ld_u32(xq + 16 + 4 * v)));
+    }
+    return _mm256_fmadd_ps(s->sc1, _mm256_cvtepi32_ps(h1), _mm256_mul_ps(s->sc0, _mm256_cvtepi32_ps(h0)));
+}
+
+#include "kernels/qdot/qrepack_ktiles_ymm.h"
+
+const qw_kernels kernels_qrepack_avxvnni = {.matmul_qr = {QR_BLOCK32_ENTRIES, QR_KQUANT_ENTRIES}};
 
 #endif

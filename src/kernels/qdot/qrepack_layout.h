@@ -1,10 +1,10 @@
-/* qrepack_layout.h - private to the SIMD matmul_qr kernels of the block-32
- * types (qrepack_avx512vnni.c, qrepack_avx2.c, qrepack_avxvnni.c,
- * qrepack_neon.c): the tile-block layout of qrepack_ref.c (kernels.h:
- * "repacked weights") as offsets that fold for a constant type, the
- * activation-sum offset, and which rows of a tile a row range keeps. No
- * intrinsics. The includer defines INLINE, blk_bytes(T) and has_min(T)
- * first (qdot_x86.h does on x86).
+/* qrepack_layout.h - private to the matmul_qr kernels (qrepack_ref.c, which
+ * writes the layout, and every SIMD level's): the tile-block layouts of
+ * qrepack_ref.c (kernels.h: "repacked weights") as offsets that fold for a
+ * constant type (block-32, K-quant and Q6_K tile blocks, each in one place
+ * here), the activation-sum offset, and which rows of a tile a row range
+ * keeps. No intrinsics. The includer defines INLINE, blk_bytes(T) and
+ * has_min(T) first (qdot_x86.h does on x86).
  */
 #ifndef QW_QREPACK_LAYOUT_H
 #define QW_QREPACK_LAYOUT_H
@@ -27,6 +27,21 @@ INLINE int off_log2(int T) {
     const int z = T == QW_Q8_0 ? 128 : qw_type((qw_dtype)T)->zero;
     return z == 128 ? 7 : z == 16 ? 4 : z == 8 ? 3 : -1;
 }
+
+/* K-quant tile block (Q4_K, Q5_K: 16 rows' super-block): d[16] binary16
+ * @0, dmin[16] @32, the 6-bit scales sc[8][16] @64 and mins mn[8][16] @192
+ * as bytes, Q5_K's bit-4 masks qh[8][8 x 8 bytes] @320, then per sub-block
+ * j four 64-byte nibble vectors (as a block-32 tile block's). */
+enum { K_SC = 64, K_MN = 192, K_QH = 320 };
+INLINE int k_q(int T) { return K_QH + (T == QW_Q5_K ? 512 : 0); }
+INLINE int k_size(int T) { return k_q(T) + 8 * 256; }
+
+/* Q6_K tile block: d[16] @0 (then 32 bytes of padding), sc[16][16] int8
+ * @64, then per sub-block j at 320 + 384 j its two high 2-bit planes (2 x
+ * 64 bytes) and its 4 low-nibble vectors (qrepack_ref.c says why 3392). */
+enum { Q6_SC = 64, Q6_SUB = 320, Q6_SUB_BYTES = 384, Q6_SIZE = 3392 };
+INLINE int q6_hi(int j) { return Q6_SUB + Q6_SUB_BYTES * j; }
+INLINE int q6_lo(int j) { return Q6_SUB + Q6_SUB_BYTES * j + 128; }
 
 /* The rows [*lo, *hi) of tile r (rows 16r..16r+15) that [o0, o1) covers. */
 INLINE void tile_rows(int64_t r, int64_t o0, int64_t o1, int *lo, int *hi) {

@@ -8,37 +8,31 @@
 
 #include "kernels/kernels_impl.h"
 
+#define INLINE static inline __attribute__((always_inline))
+INLINE int blk_bytes(int T) { return qw_type((qw_dtype)T)->bytes; }
+INLINE int has_min(int T) { return qw_type((qw_dtype)T)->m_off >= 0; }
+#include "kernels/qdot/qrepack_layout.h"
+
 int qw_repack_ok(qw_dtype t) {
     return t == QW_Q8_0 || t == QW_Q4_0 || t == QW_Q4_1 || t == QW_Q5_0 || t == QW_Q5_1 || t == QW_Q4_K ||
            t == QW_Q5_K || t == QW_Q6_K;
 }
 
-/* Q6_K tile block: d @0 (32 bytes, then 32 of padding), sc[16][16] int8
- * @64, then per sub-block j at 320 + 384 j its high 2-bit planes (2 x 64
- * bytes: byte 4i + c of plane h holds bits 4-5 of weights 4v + c,
- * v = 4h..4h+3, at bits 2 (v % 4)) and its 4 low-nibble vectors (as the
- * other types'). 3392 bytes, 212 per row and super-block instead of 210,
- * so that a tile block is whole 64-byte lines read strictly in order: with
- * 3360 bytes (every other block starting mid-line) and the planes and
- * nibbles in two separate runs, the hardware prefetchers lost the stream
- * (one thread, n = 1, 65536 x 1536 from DRAM: 5-9 GB/s against 14-17 for
- * the row path; in the model the lm_head was ~13% slower than unrepacked). */
-enum { Q6_SC = 64, Q6_SUB = 320, Q6_SUB_BYTES = 384, Q6_SIZE = 3392 };
-/* sub-block j: its high planes (128 bytes), then its low nibbles (256) */
-static inline __attribute__((always_inline)) int q6_hi(int j) { return Q6_SUB + Q6_SUB_BYTES * j; }
-static inline __attribute__((always_inline)) int q6_lo(int j) { return Q6_SUB + Q6_SUB_BYTES * j + 128; }
+/* Q6_K tile blocks (offsets: qrepack_layout.h): 3392 bytes, 212 per row
+ * and super-block instead of 210, so that a tile block is whole 64-byte
+ * lines read strictly in order: with 3360 bytes (every other block
+ * starting mid-line) and the planes and nibbles in two separate runs, the
+ * hardware prefetchers lost the stream (one thread, n = 1, 65536 x 1536
+ * from DRAM: 5-9 GB/s against 14-17 for the row path; in the model the
+ * lm_head was ~13% slower than unrepacked). High plane h of sub-block j:
+ * byte 4i + c holds bits 4-5 of weights 4v + c, v = 4h..4h+3, at bits
+ * 2 (v % 4). */
 
 /* Weight p = 128 h + i of a Q6_K super-block (0..63): low 4 bits nibble
  * i / 64 of ql[64 h + i % 64], high 2 bits bits 2 (i / 32) of
  * qh[32 h + i % 32] (kquant_ref.c). */
 
 static int is_k(qw_dtype t) { return t == QW_Q4_K || t == QW_Q5_K; }
-
-/* K-quant tile block: d @0, dmin @32, sc @64, mn @192, qh @320 (Q5_K, 512
- * bytes), then 8 x 256 bytes of nibble vectors. */
-enum { K_SC = 64, K_MN = 192, K_QH = 320 };
-static inline __attribute__((always_inline)) int k_q(qw_dtype t) { return K_QH + (t == QW_Q5_K ? 512 : 0); }
-static inline __attribute__((always_inline)) int k_size(qw_dtype t) { return k_q(t) + 8 * 256; }
 
 int64_t qw_repack_bytes(qw_dtype t, int64_t rows, int64_t k) {
     if (t == QW_Q6_K) return rows / QW_RP_ROWS * (k / 256) * Q6_SIZE;

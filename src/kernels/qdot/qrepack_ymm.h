@@ -43,6 +43,11 @@ INLINE qr_vf vf_f16(const uint8_t *p16, int p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p16 + 16 * p)));
 }
 
+/* Part p's 8 rows of a signed byte each (at p8: Q6_K's scales), as int32. */
+INLINE __m256i q6_sc_i32(const uint8_t *p8) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p8));
+}
+
 /* Rows [lo, hi) of part p's 8 (y: the tile's first row). */
 INLINE void store_part(float *y, int p, int lo, int hi, qr_vf v) {
     if (lo <= 8 * p && hi >= 8 * p + 8) {

@@ -1,8 +1,8 @@
 /* qrepack_zmm.h - private to the AVX-512 matmul_qr kernels
  * (qrepack_avx512vnni.c, qrepack_amx.c): qrepack_ref.c's tile blocks
  * unpacked into zmm registers (lane i, or bytes 4i..4i+3, belong to row i
- * of the tile), the K-quant and Q6_K tile offsets, the store mask of a
- * partly covered tile and the reference's accumulator tree. The includer
+ * of the tile), the store mask of a partly covered tile and the
+ * reference's accumulator tree. The includer
  * includes qdot_x86.h and qrepack_layout.h first.
  */
 #ifndef QW_QREPACK_ZMM_H
@@ -58,11 +58,7 @@ INLINE __m512 tree16(const __m512 a[8]) {
                          _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
 }
 
-/* ---- K-quant tile blocks (qrepack_ref.c's K layout) */
-enum { K_SC = 64, K_MN = 192, K_QH = 320 };
-INLINE int k_q(int T) { return K_QH + (T == QW_Q5_K ? 512 : 0); }
-INLINE int k_size(int T) { return k_q(T) + 8 * 256; }
-
+/* ---- K-quant tile blocks (qrepack_layout.h's K layout) */
 /* Sub-block j's 8 weight vectors. */
 INLINE void unpack_k(int T, const uint8_t *tb, int j, __m512i w[8]) {
     const uint8_t *q = tb + k_q(T) + 256 * j;
@@ -77,12 +73,7 @@ INLINE __m512 k_bytes(const uint8_t *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 
-/* ---- Q6_K tile blocks (qrepack_ref.c's Q6_K layout) */
-enum { Q6_SC = 64, Q6_SUB = 320, Q6_SUB_BYTES = 384, Q6_SIZE = 3392 };
-/* sub-block j: its high planes (128 bytes), then its low nibbles (256) */
-static inline __attribute__((always_inline)) int q6_hi(int j) { return Q6_SUB + Q6_SUB_BYTES * j; }
-static inline __attribute__((always_inline)) int q6_lo(int j) { return Q6_SUB + Q6_SUB_BYTES * j + 128; }
-
+/* ---- Q6_K tile blocks (qrepack_layout.h's Q6_K layout) */
 INLINE void unpack_q6(const uint8_t *tb, int j, __m512i w[8]) {
     unpack_nibbles(tb + q6_lo(j), w);
     UNROLL
