@@ -113,14 +113,18 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
     if (o1 <= o0 || n <= 0) return;
     const int64_t nb = k / 32, tile_bytes = nb * QW_RP_ROWS * blk_bytes(T);
     const uint8_t *X = XQ;
-    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
-        const int64_t base = r * QW_RP_ROWS;
-        const __mmask16 keep = tile_keep(r, o0, o1);
-        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += TB) {
-            const int NT = n - t0 < TB ? (int)(n - t0) : TB;
-            if (NT == 1) tile_one(T, Y + t0 * ldy + base, tile, X + t0 * ldxq, k, keep);
-            else tile_many(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+    const int64_t group = qr_token_group(k, TB);
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+        const int64_t g1 = g0 + group < n ? g0 + group : n;
+        for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+            const int64_t base = r * QW_RP_ROWS;
+            const __mmask16 keep = tile_keep(r, o0, o1);
+            const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+            for (int64_t t0 = g0; t0 < g1; t0 += TB) {
+                const int NT = g1 - t0 < TB ? (int)(g1 - t0) : TB;
+                if (NT == 1) tile_one(T, Y + t0 * ldy + base, tile, X + t0 * ldxq, k, keep);
+                else tile_many(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+            }
         }
     }
 }
@@ -192,14 +196,18 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * k_size(T);
     const uint8_t *X = XQ;
-    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
-        const int64_t base = r * QW_RP_ROWS;
-        const __mmask16 keep = tile_keep(r, o0, o1);
-        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += QR_TB_K) {
-            const int NT = n - t0 < QR_TB_K ? (int)(n - t0) : QR_TB_K;
-            if (NT == 1) tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
-            else tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+    const int64_t group = qr_token_group(k, QR_TB_K);
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+        const int64_t g1 = g0 + group < n ? g0 + group : n;
+        for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+            const int64_t base = r * QW_RP_ROWS;
+            const __mmask16 keep = tile_keep(r, o0, o1);
+            const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+            for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
+                const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
+                if (NT == 1) tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
+                else tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+            }
         }
     }
 }
@@ -274,14 +282,18 @@ static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * Q6_SIZE;
     const uint8_t *X = XQ;
-    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
-        const int64_t base = r * QW_RP_ROWS;
-        const __mmask16 keep = tile_keep(r, o0, o1);
-        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += QR_TB_K) {
-            const int NT = n - t0 < QR_TB_K ? (int)(n - t0) : QR_TB_K;
-            if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
-            else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+    const int64_t group = qr_token_group(k, QR_TB_K);
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+        const int64_t g1 = g0 + group < n ? g0 + group : n;
+        for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+            const int64_t base = r * QW_RP_ROWS;
+            const __mmask16 keep = tile_keep(r, o0, o1);
+            const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+            for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
+                const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
+                if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
+                else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+            }
         }
     }
 }

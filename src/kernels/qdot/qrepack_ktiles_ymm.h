@@ -152,20 +152,24 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * (T == QW_Q6_K ? Q6_SIZE : k_size(T));
     const uint8_t *X = XQ;
-    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
-        int lo, hi;
-        tile_rows(r, o0, o1, &lo, &hi);
-        float *y = Y + r * QW_RP_ROWS;
-        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += QR_TB_K) {
-            const int NT = n - t0 < QR_TB_K ? (int)(n - t0) : QR_TB_K;
-            /* NT == 1 (decode) gets its own copy with the token loop folded */
-            if (T == QW_Q6_K) {
-                if (NT == 1) tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi);
-                else tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
-            } else {
-                if (NT == 1) rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi);
-                else rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
+    const int64_t group = qr_token_group(k, QR_TB_K);
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+        const int64_t g1 = g0 + group < n ? g0 + group : n;
+        for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+            int lo, hi;
+            tile_rows(r, o0, o1, &lo, &hi);
+            float *y = Y + r * QW_RP_ROWS;
+            const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+            for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
+                const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
+                /* NT == 1 (decode) gets its own copy with the token loop folded */
+                if (T == QW_Q6_K) {
+                    if (NT == 1) tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi);
+                    else tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
+                } else {
+                    if (NT == 1) rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi);
+                    else rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
+                }
             }
         }
     }

@@ -13,6 +13,20 @@
 #define QR_TB_K 16 /* the same for the K-quant tiles (32: 4-8% slower 1.5B pp512) */
 #define QR_PF_TILES 2 /* prefetch this many tile blocks ahead */
 
+/* Bytes of QA8 rows a token group of the prefill loops may span: the
+ * group's rows stay in L2 while every tile of the row range meets them
+ * (down at 512 tokens spans 3.7 MB at k = 4864, and was read again from
+ * L3 by every 16-row tile: 18-27% of the matmul, docs/PERFORMANCE.md).
+ * 384 KB leaves room for the streaming tile in a Zen 3's 512 KB L2;
+ * 128 KB to 768 KB measured the same on a 2 MB one. */
+#define QR_GROUP_BYTES (384 * 1024)
+
+/* Tokens per group (a multiple of the loop's token block tb, at least one). */
+INLINE int64_t qr_token_group(int64_t k, int64_t tb) {
+    const int64_t g = QR_GROUP_BYTES / qw_qa8_row_bytes(k) / tb * tb;
+    return g < tb ? tb : g;
+}
+
 INLINE int has_qh(int T) { return qw_type((qw_dtype)T)->qh_off >= 0; }
 /* Offsets in a tile block: d[16] @0, m[16], qh[8] masks, then q. */
 INLINE int off_m(int T) { return 32; }

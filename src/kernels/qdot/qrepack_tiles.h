@@ -125,15 +125,19 @@ INLINE void matmul_qr_parts(int T, float *Y, int64_t ldy, const void *XQ, int64_
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 32 * tile_block_bytes(T);
     const uint8_t *X = XQ;
-    for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
-        int lo, hi;
-        tile_rows(r, o0, o1, &lo, &hi);
-        float *y = Y + r * QW_RP_ROWS;
-        const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += QR_TB) {
-            const int NT = n - t0 < QR_TB ? (int)(n - t0) : QR_TB;
-            if (NT == 1) tile_one(T, y + t0 * ldy, tile, X + t0 * ldxq, k, lo, hi);
-            else tile_many(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
+    const int64_t group = qr_token_group(k, QR_TB);
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+        const int64_t g1 = g0 + group < n ? g0 + group : n;
+        for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
+            int lo, hi;
+            tile_rows(r, o0, o1, &lo, &hi);
+            float *y = Y + r * QW_RP_ROWS;
+            const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
+            for (int64_t t0 = g0; t0 < g1; t0 += QR_TB) {
+                const int NT = g1 - t0 < QR_TB ? (int)(g1 - t0) : QR_TB;
+                if (NT == 1) tile_one(T, y + t0 * ldy, tile, X + t0 * ldxq, k, lo, hi);
+                else tile_many(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
+            }
         }
     }
 }
