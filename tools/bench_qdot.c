@@ -2,6 +2,7 @@
  * (matmul) of the same quantized weights, one thread, per level.
  *
  *   build/bench/bench_qdot [-d q5_0|q8_0|q4_0|q4_1|q5_1|q4_k|q5_k|q6_k] [-n TOKENS] [-r REPS] [-i ISA]
+ *                          [-x BYTES]
  *
  * Shapes: Qwen2.5-0.5B's gate (4864 x 896) and down (896 x 4864); a shape
  * whose rows are not whole blocks of the type (896 for the K-quants, as in
@@ -13,6 +14,8 @@
  * (kernels.h: "repacked weights"). The "stream" shape (131072 x 896, 80-125
  * MB of weights, beyond the caches) is decode's DRAM case; "strk" (65536 x
  * 1536, 56-82 MB) is the K-quants' (896 is not a whole super-block).
+ * -x: the QA8 rows' stride in bytes (default: a row's own size; the forward
+ * pass spaces them by its widest input's, 13440 bytes in Qwen2.5-1.5B).
  * Random weight bytes with sane scales. A tool for kernel work (before /
  * after in one run on a quiet machine), not a test. Built by
  * tools/bench_qdot.sh.
@@ -40,13 +43,14 @@ static uint64_t rnd(void) {
 
 int main(int argc, char **argv) {
     const char *dn = "q5_0", *isa = NULL;
-    int64_t n = 1;
+    int64_t n = 1, ldxq = 0;
     int reps = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-d")) dn = argv[i + 1];
         else if (!strcmp(argv[i], "-n")) n = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-i")) isa = argv[i + 1];
+        else if (!strcmp(argv[i], "-x")) ldxq = atoll(argv[i + 1]);
     }
     int dt = -1;
     for (int t = 0; t < QW_DTYPE_COUNT; t++) {
@@ -88,7 +92,7 @@ int main(int argc, char **argv) {
                 if (tt->m_off >= 0) memcpy(W + b + tt->m_off, &h, 2);
             }
             float *X = malloc((size_t)(n * k) * sizeof(float)), *Y = malloc((size_t)(n * rows) * sizeof(float));
-            int64_t rq = qw_qa8_row_bytes(k);
+            int64_t rq = ldxq > qw_qa8_row_bytes(k) ? ldxq : qw_qa8_row_bytes(k);
             uint8_t *XQ = malloc((size_t)(n * rq));
             for (int64_t i = 0; i < n * k; i++) X[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0) - 0.5f;
             double best_f = 1e9, best_q = 1e9, best_a = 1e9, best_r = 1e9;
