@@ -17,8 +17,8 @@
  * (batch invariant). Decode (one token): the blocks go in groups of 8 and,
  * within a group, part by part, that part's 8 accumulators in registers
  * (the group's tile blocks, at most 5.6 KB, are still in L1 for the next
- * part). More tokens (prefill, batched decode): tokens in blocks of up to
- * QR_TB, each part of a tile block loaded and unpacked once per token
+ * part). More tokens (prefill, batched decode): tokens in groups whose
+ * QA8 rows stay in L2 (qr_token_group), and in blocks of up to QR_TB, each part of a tile block loaded and unpacked once per token
  * block, the accumulators in a stack array (L1). A part outside the row
  * range is skipped; rows of a part partly outside it are computed and not
  * stored.
