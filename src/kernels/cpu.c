@@ -34,6 +34,25 @@ unsigned qw_cpu_flags_from(const qw_cpu_bits *x) {
     return fl;
 }
 
+/* One stream per core, in order, is what a decode matmul on the repacked
+ * tiles reads (kernels.h: "repacked weights"). On Zen 4 and on a Xeon
+ * (Emerald Rapids) the hardware prefetchers keep up with it: decode reached
+ * 81-104% of the measured bandwidth roofline without software prefetch,
+ * and prefetching 0.7-2 KB ahead cost Zen 4's decode 5-14%
+ * (docs/PERFORMANCE.md, "Huge pages, and no software prefetch in the
+ * decode streams"). On Zen 5 they do not: one core streamed Q5_0 tiles at
+ * 16 GB/s, 41 with a prefetch 8 KB ahead, and the real 0.5B Q4_K_M decoded
+ * at 46 tok/s, 83 with it (section "Decode: software prefetch on Zen 5").
+ * Other CPUs keep none until measured; QWENC_PREFETCH=BYTES tries one. */
+int qw_cpu_prefetch_from(const qw_cpu_bits *x, const char *env) {
+    if (env && *env) {
+        char *end;
+        const long v = strtol(env, &end, 10);
+        if (!*end && v >= 0 && v <= 65536) return (int)v;
+    }
+    return x->amd_family >= 0x1a ? QW_PREFETCH_ZEN5 : 0;
+}
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
 #if defined(__APPLE__)
@@ -76,6 +95,7 @@ static int amx_permitted(void) {
 
 static struct {
     unsigned flags;
+    int prefetch;
     char text[256];
 } g_cpu;
 
@@ -85,8 +105,16 @@ static void detect(void) {
     qw_cpu_bits x = {0};
     uint64_t xcr0 = 0;
     int osxsave = 0;
+    char vendor[13] = {0};
+    __cpuid(0, a, b, c, d);
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
     if (max >= 1) {
         __cpuid_count(1, 0, a, b, c, d);
+        /* family: base (bits 8-11), plus the extended (20-27) when base is 15 */
+        const unsigned fam = (a >> 8) & 15u;
+        if (!strcmp(vendor, "AuthenticAMD")) x.amd_family = (int)(fam == 15 ? fam + ((a >> 20) & 255u) : fam);
         x.fma = bit(c, 12);
         osxsave = bit(c, 27);
         x.avx = bit(c, 28);
@@ -121,6 +149,7 @@ static void detect(void) {
     }
 #endif
     g_cpu.flags = qw_cpu_flags_from(&x);
+    g_cpu.prefetch = qw_cpu_prefetch_from(&x, getenv("QWENC_PREFETCH"));
     snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s%s%s", x.avx ? " avx" : "",
              x.avx2 ? " avx2" : "", x.fma ? " fma" : "", x.f16c ? " f16c" : "", x.avx512f ? " avx512f" : "",
              x.avx512bw ? " avx512bw" : "", x.avx512vl ? " avx512vl" : "", x.avx512dq ? " avx512dq" : "",
@@ -132,11 +161,13 @@ static void detect(void) {
 
 static struct {
     unsigned flags;
+    int prefetch;
     char text[64];
 } g_cpu;
 
 static void detect(void) {
     g_cpu.flags = QW_CPU_NEON;
+    g_cpu.prefetch = qw_cpu_prefetch_from(&(qw_cpu_bits){0}, getenv("QWENC_PREFETCH"));
     snprintf(g_cpu.text, sizeof g_cpu.text, "arm64 neon");
 }
 
@@ -144,11 +175,13 @@ static void detect(void) {
 
 static struct {
     unsigned flags;
+    int prefetch;
     char text[64];
 } g_cpu;
 
 static void detect(void) {
     g_cpu.flags = 0;
+    g_cpu.prefetch = qw_cpu_prefetch_from(&(qw_cpu_bits){0}, getenv("QWENC_PREFETCH"));
     snprintf(g_cpu.text, sizeof g_cpu.text, "generic");
 }
 
@@ -166,4 +199,14 @@ unsigned kernels_cpu_flags(void) {
 const char *kernels_cpu_features(void) {
     ensure();
     return g_cpu.text;
+}
+
+int kernels_decode_prefetch(void) {
+    ensure();
+    return g_cpu.prefetch;
+}
+
+void kernels_set_decode_prefetch(int bytes) {
+    ensure();
+    g_cpu.prefetch = bytes;
 }

@@ -172,7 +172,11 @@ int kernels_init(qw_err *err) {
             if (usable(i)) best = i; /* levels are ascending per architecture */
         g_cur = &g_tab[best];
     }
-    LOG_INFO("kernels: %s (cpu: %s)", g_cur->name, kernels_cpu_features());
+    if (kernels_decode_prefetch())
+        LOG_INFO("kernels: %s (cpu: %s; decode prefetch %d bytes ahead)", g_cur->name, kernels_cpu_features(),
+                 kernels_decode_prefetch());
+    else
+        LOG_INFO("kernels: %s (cpu: %s)", g_cur->name, kernels_cpu_features());
     return 0;
 }
 

@@ -109,10 +109,27 @@ typedef struct qw_cpu_bits {
     int amx_int8;       /* AMX-TILE and AMX-INT8 */
     int os_ymm, os_zmm; /* XCR0: the OS saves YMM / opmask + ZMM state */
     int os_amx;         /* XCR0 tile state, and (Linux) the process may use it */
+    int amd_family;     /* AMD's CPU family (0x19 Zen 3/4, 0x1a Zen 5); 0: not AMD */
 } qw_cpu_bits;
 /* The QW_CPU_* bits those features give (pure; cpu.c's decision, tested
  * in tests/kernels/test_cpu.c). */
 unsigned qw_cpu_flags_from(const qw_cpu_bits *x);
+
+/* How far ahead, in bytes, the one-token (decode) weight streams prefetch
+ * (0: none; kernels_decode_prefetch): QWENC_PREFETCH=BYTES when it is a
+ * number in 0..65536, else the CPU's default. Pure, as above; cpu.c's
+ * decision, tested in test_cpu.c. */
+int qw_cpu_prefetch_from(const qw_cpu_bits *x, const char *env);
+/* Zen 5's default (docs/PERFORMANCE.md, "Decode: software prefetch on
+ * Zen 5": 4 KB and 16 KB measured slower). */
+#define QW_PREFETCH_ZEN5 8192
+
+/* The decode streams' prefetch distance in bytes (cpu.c; 0: none). The
+ * kernels read it once per matmul call. */
+int kernels_decode_prefetch(void);
+/* Tests: set it (the kernel checker runs the decode tiles with and without
+ * it). Not thread safe: call between matmuls. */
+void kernels_set_decode_prefetch(int bytes);
 
 /* bf16 is the top half of an IEEE float32: the conversion is exact. */
 static inline float qw_bf16_to_f32(uint16_t h) {

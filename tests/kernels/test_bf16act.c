@@ -187,7 +187,14 @@ int main(void) {
             if (t != QW_BF16) CHECK(!L->matmul_bf16act[t], "%s: matmul_bf16act[%d] set", *nm, t);
         if (!L->matmul_bf16act[QW_BF16]) continue;
         tested++;
+        /* the one-row decode stream with and without software prefetch
+         * (cpu.c's choice differs by CPU; the bits must not) */
+        const int pf = kernels_decode_prefetch();
+        kernels_set_decode_prefetch(0);
         check_matmul(L);
+        kernels_set_decode_prefetch(QW_PREFETCH_ZEN5);
+        check_matmul(L);
+        kernels_set_decode_prefetch(pf);
         check_edge_pairs(L);
     }
     printf("levels with a bf16 dot product: %d (cpu avx512bf16: %s)\n", tested, have ? "yes" : "no");

@@ -27,6 +27,27 @@ static qw_cpu_bits avx512_cpu(void) { /* Skylake-SP: F/BW/VL/DQ, no VNNI, no BF1
     return x;
 }
 
+/* The decode streams' prefetch distance (qw_cpu_prefetch_from): Zen 5 and
+ * later AMD families by default, nothing elsewhere; QWENC_PREFETCH when it
+ * is a number in 0..65536. */
+static void check_prefetch(void) {
+    qw_cpu_bits x = avx512_cpu();
+    CHECK(qw_cpu_prefetch_from(&x, NULL) == 0, "Intel (not AMD): no prefetch");
+    x.amd_family = 0x19;
+    CHECK(qw_cpu_prefetch_from(&x, NULL) == 0, "Zen 3 / Zen 4 (family 0x19): no prefetch");
+    x.amd_family = 0x1a;
+    CHECK(qw_cpu_prefetch_from(&x, NULL) == QW_PREFETCH_ZEN5, "Zen 5 (family 0x1a): %d bytes",
+          qw_cpu_prefetch_from(&x, NULL));
+    CHECK(qw_cpu_prefetch_from(&x, "") == QW_PREFETCH_ZEN5, "empty QWENC_PREFETCH: the default");
+    CHECK(qw_cpu_prefetch_from(&x, "0") == 0, "QWENC_PREFETCH=0 turns it off");
+    x.amd_family = 0x19;
+    CHECK(qw_cpu_prefetch_from(&x, "4096") == 4096, "QWENC_PREFETCH=4096 on Zen 4");
+    CHECK(qw_cpu_prefetch_from(&x, "65536") == 65536, "QWENC_PREFETCH=65536: the largest");
+    static const char *const bad[] = {"-1", "65537", "4k", "abc", "12 "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(qw_cpu_prefetch_from(&x, bad[i]) == 0, "QWENC_PREFETCH='%s' is not a distance: the default", bad[i]);
+}
+
 static void check_decision(void) {
     qw_cpu_bits x = {0};
     CHECK(qw_cpu_flags_from(&x) == 0, "no features: no level");
@@ -114,6 +135,7 @@ static void check_live(void) {
 
 int main(void) {
     check_decision();
+    check_prefetch();
     check_live();
     return test_summary();
 }

@@ -283,7 +283,14 @@ int main(void) {
             CHECK(a && a->matmul_qr[k_types[ti]] == kernels_qrepack_amx.matmul_qr[k_types[ti]],
                   "avx512 with AMX-INT8: matmul_qr %s is the AMX kernel", qw_dtype_name(k_types[ti]));
 #endif
+    /* the one-token (decode) tiles with and without software prefetch
+     * (cpu.c's choice differs by CPU; the bits must not) */
+    const int pf = kernels_decode_prefetch();
+    kernels_set_decode_prefetch(0);
     for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
+    kernels_set_decode_prefetch(QW_PREFETCH_ZEN5);
+    for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
+    kernels_set_decode_prefetch(pf);
     for (int ti = 0; ti < N_TYPES; ti++) check_many_tokens(ref, k_types[ti]);
     for (int ti = 0; ti < N_TYPES; ti++) check_extremes(ref, k_types[ti]);
     return test_summary();

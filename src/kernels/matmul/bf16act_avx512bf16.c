@@ -15,10 +15,12 @@
  *  - n <= STREAM_N (decode, small batches): one row at a time x up to 6
  *    tokens: the weights are one sequential stream (4-row tiles, 4
  *    interleaved streams with masked loads, reached only 9-12 GB/s on
- *    lm_head from DRAM against 16-22). No software prefetch: with the
- *    weights in huge pages (model/repack.c) the hardware's stream runs on
- *    across 4 KiB boundaries, and a prefetch 2 KiB ahead only cost (BF16
- *    0.5B decode, 6 interleaved rounds: 28.8 tok/s with it, 32.3 without);
+ *    lm_head from DRAM against 16-22). Software prefetch only where the
+ *    CPU asks for it (kernels_decode_prefetch, cpu.c: Zen 5): on Zen 4,
+ *    with the weights in huge pages (model/repack.c), the hardware's
+ *    stream runs on across 4 KiB boundaries, and a prefetch 2 KiB ahead
+ *    only cost (BF16 0.5B decode, 6 interleaved rounds: 28.8 tok/s with
+ *    it, 32.3 without);
  *  - larger n (prefill): 4 rows x up to 6 tokens (24 accumulators + 4
  *    weights + 1 activation = 29 of the 32 zmm), a 1-row tile for the
  *    o1 - o0 tail; the tokens are taken in blocks whose bf16 rows fit in
@@ -94,13 +96,17 @@ INLINE void step(__m512 acc[ROWS][TOKS], const uint16_t *X, int64_t ldx, const u
 /* Y[t][r] for r < R rows (from w, stride k) and t < T tokens (from X,
  * stride ldx): full rows of k columns. Whole 32-column steps unmasked (the
  * hardware prefetcher follows plain loads better than masked ones), then at
- * most one masked step: the same instructions as masking every step. */
+ * most one masked step: the same instructions as masking every step. The
+ * one-row stream prefetches pf bytes ahead, a line per step (0: none). */
 INLINE void tile(float *Y, int64_t ldy, const uint16_t *X, int64_t ldx, const uint16_t *w, int64_t k, const int R,
-                 const int T) {
+                 const int T, int64_t pf) {
     __m512 acc[ROWS][TOKS];
     UNROLL for (int r = 0; r < R; r++) UNROLL for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 32 <= k; i += 32) step(acc, X, ldx, w, k, i, (__mmask32)0xffffffffu, R, T);
+    for (; i + 32 <= k; i += 32) {
+        if (R == 1 && pf) _mm_prefetch((const char *)(w + i) + pf, _MM_HINT_T0);
+        step(acc, X, ldx, w, k, i, (__mmask32)0xffffffffu, R, T);
+    }
     if (i < k) step(acc, X, ldx, w, k, i, lanes32(k - i), R, T);
     if (R == 1) { /* the decode stream: a few outputs per row, folded one by one */
         UNROLL for (int t = 0; t < T; t++) Y[t * ldy] = fold16(acc[0][t]);
@@ -118,24 +124,27 @@ INLINE void tile(float *Y, int64_t ldy, const uint16_t *X, int64_t ldx, const ui
 }
 
 #define TILE_CASES(R)                                                                                  \
-    case 1: tile(Y, ldy, X, ldx, w, k, R, 1); break;                                                   \
-    case 2: tile(Y, ldy, X, ldx, w, k, R, 2); break;                                                   \
-    case 3: tile(Y, ldy, X, ldx, w, k, R, 3); break;                                                   \
-    case 4: tile(Y, ldy, X, ldx, w, k, R, 4); break;                                                   \
-    case 5: tile(Y, ldy, X, ldx, w, k, R, 5); break;                                                   \
-    default: tile(Y, ldy, X, ldx, w, k, R, 6); break;
+    case 1: tile(Y, ldy, X, ldx, w, k, R, 1, pf); break;                                                   \
+    case 2: tile(Y, ldy, X, ldx, w, k, R, 2, pf); break;                                                   \
+    case 3: tile(Y, ldy, X, ldx, w, k, R, 3, pf); break;                                                   \
+    case 4: tile(Y, ldy, X, ldx, w, k, R, 4, pf); break;                                                   \
+    case 5: tile(Y, ldy, X, ldx, w, k, R, 5, pf); break;                                                   \
+    default: tile(Y, ldy, X, ldx, w, k, R, 6, pf); break;
 
 static void tile_4(float *Y, int64_t ldy, const uint16_t *X, int64_t ldx, const uint16_t *w, int64_t k, int T) {
+    const int64_t pf = 0;
     switch (T) { TILE_CASES(4) }
 }
 
-static void tile_1(float *Y, int64_t ldy, const uint16_t *X, int64_t ldx, const uint16_t *w, int64_t k, int T) {
+static void tile_1(float *Y, int64_t ldy, const uint16_t *X, int64_t ldx, const uint16_t *w, int64_t k, int T,
+                   int64_t pf) {
     switch (T) { TILE_CASES(1) }
 }
 
 static void matmul_bf16act_bf16(float *Y, int64_t ldy, const uint16_t *XB, int64_t ldxb, int64_t n, const void *W,
                                 int64_t k, int64_t o0, int64_t o1) {
     const uint16_t *w = W;
+    const int64_t pf = kernels_decode_prefetch();
     int64_t tb = k > 0 ? X_L2 / (2 * k) / TOKS * TOKS : n;
     if (tb < TOKS) tb = TOKS;
     for (int64_t t0 = 0; t0 < n; t0 += tb) {
@@ -149,7 +158,7 @@ static void matmul_bf16act_bf16(float *Y, int64_t ldy, const uint16_t *XB, int64
         for (; o < o1; o++)
             for (int64_t t = t0; t < t1; t += TOKS) {
                 int T = t1 - t < TOKS ? (int)(t1 - t) : TOKS;
-                tile_1(Y + t * ldy + o, ldy, XB + t * ldxb, ldxb, w + o * k, k, T);
+                tile_1(Y + t * ldy + o, ldy, XB + t * ldxb, ldxb, w + o * k, k, T, pf);
             }
     }
 }

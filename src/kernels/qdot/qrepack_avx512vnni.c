@@ -56,13 +56,15 @@ INLINE __m512 block_dot(int T, const __m512i w[8], __m512 d, __m512 m, const uin
     return acc;
 }
 
-/* One token against a whole tile, accumulators in registers (decode). No
- * software prefetch: the tile is one in-order stream, in huge pages
- * (model/repack.c), which the hardware prefetchers follow; prefetching
- * QR_PF_TILES blocks ahead cost decode 5-14% (real 0.5B Q4_K_M 103.8 vs
- * 118.2 tok/s, Q4_0 125.2 vs 135.6, Q8_0 57.8 vs 60.6; 4 ABBA rounds,
- * docs/PERFORMANCE.md). tile_many keeps it: prefill was 1-2% faster with it. */
-INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, __mmask16 keep) {
+/* One token against a whole tile, accumulators in registers (decode). The
+ * tile is one in-order stream, in huge pages (model/repack.c); software
+ * prefetch pf bytes ahead only where the CPU's prefetchers do not keep up
+ * with it (cpu.c: Zen 5). On Zen 4, prefetching QR_PF_TILES blocks ahead
+ * cost decode 5-14% (real 0.5B Q4_K_M 103.8 vs 118.2 tok/s, Q4_0 125.2 vs
+ * 135.6, Q8_0 57.8 vs 60.6; 4 ABBA rounds, docs/PERFORMANCE.md). tile_many
+ * prefetches QR_PF_TILES ahead: prefill was 1-2% faster with it. */
+INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, __mmask16 keep,
+                     int64_t pf) {
     const int64_t nb = k / 32;
     const int S = QW_RP_ROWS * blk_bytes(T);
     __m512 acc[8];
@@ -73,6 +75,7 @@ INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, in
         for (int i = 0; i < 8; i++) {
             if (g + i >= nb) break;
             const uint8_t *tb = tile + (g + i) * S;
+            prefetch_ahead(tb, pf, S);
             __m512i w[8];
             unpack(T, tb, w);
             __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
@@ -113,7 +116,7 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
     if (o1 <= o0 || n <= 0) return;
     const int64_t nb = k / 32, tile_bytes = nb * QW_RP_ROWS * blk_bytes(T);
     const uint8_t *X = XQ;
-    const int64_t group = qr_token_group(k, TB);
+    const int64_t group = qr_token_group(k, TB), pf = kernels_decode_prefetch();
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
@@ -122,7 +125,7 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
             const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
             for (int64_t t0 = g0; t0 < g1; t0 += TB) {
                 const int NT = g1 - t0 < TB ? (int)(g1 - t0) : TB;
-                if (NT == 1) tile_one(T, Y + t0 * ldy + base, tile, X + t0 * ldxq, k, keep);
+                if (NT == 1) tile_one(T, Y + t0 * ldy + base, tile, X + t0 * ldxq, k, keep, pf);
                 else tile_many(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
             }
         }
@@ -164,9 +167,10 @@ INLINE __m512 sub_dot(const __m512i w[8], __m512 dsc, __m512 dmn, const uint8_t 
     return _mm512_fnmadd_ps(dmn, _mm512_set1_ps(ds), acc);
 }
 
-/* NT (1..TB) tokens against a whole K tile. */
+/* NT (1..TB) tokens against a whole K tile; one token (decode) prefetches
+ * pf bytes ahead, a sub-block's share of the tile block at a time. */
 INLINE void tile_k(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile,
-                   int64_t k, __mmask16 keep) {
+                   int64_t k, __mmask16 keep, int64_t pf) {
     const int64_t nsb = k / 256, nb = k / 32;
     const int S = k_size(T);
     __m512 acc[QR_TB_K][8];
@@ -179,6 +183,7 @@ INLINE void tile_k(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq,
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tb + 32)));
         UNROLL
         for (int j = 0; j < 8; j++) {
+            prefetch_ahead(tb + j * (S / 8), pf, S / 8);
             __m512i w[8];
             unpack_k(T, tb, j, w);
             /* the weight row's products, once per tile block for all tokens */
@@ -196,7 +201,7 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * k_size(T);
     const uint8_t *X = XQ;
-    const int64_t group = qr_token_group(k, QR_TB_K);
+    const int64_t group = qr_token_group(k, QR_TB_K), pf = kernels_decode_prefetch();
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
@@ -205,8 +210,8 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
             const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
             for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
                 const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
-                if (NT == 1) tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
-                else tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+                if (NT == 1) tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep, pf);
+                else tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep, 0);
             }
         }
     }
@@ -253,9 +258,9 @@ INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512 sc0, __m512 sc1, c
     return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), isum, acc);
 }
 
-/* NT (1..QR_TB_K) tokens against a whole Q6_K tile. */
+/* NT (1..QR_TB_K) tokens against a whole Q6_K tile (pf: as tile_k's). */
 INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile, int64_t k,
-                    __mmask16 keep) {
+                    __mmask16 keep, int64_t pf) {
     const int64_t nsb = k / 256, nb = k / 32;
     __m512 acc[QR_TB_K][8];
     for (int t = 0; t < NT; t++)
@@ -266,6 +271,7 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tb));
         UNROLL
         for (int j = 0; j < 8; j++) {
+            prefetch_ahead(tb + j * (Q6_SIZE / 8), pf, Q6_SIZE / 8);
             __m512i w[8];
             unpack_q6(tb, j, w);
             const __m512 sc0 = _mm512_cvtepi32_ps(sc_bytes(tb + Q6_SC + 32 * j)),
@@ -282,7 +288,7 @@ static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * Q6_SIZE;
     const uint8_t *X = XQ;
-    const int64_t group = qr_token_group(k, QR_TB_K);
+    const int64_t group = qr_token_group(k, QR_TB_K), pf = kernels_decode_prefetch();
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
@@ -291,8 +297,8 @@ static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
             const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
             for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
                 const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
-                if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep);
-                else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep);
+                if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep, pf);
+                else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep, 0);
             }
         }
     }

@@ -53,8 +53,10 @@ INLINE __m256 rk_bytes(const uint8_t *p8) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p8)));
 }
 
+/* NT tokens against a whole K tile; one token (decode) prefetches pf bytes
+ * ahead (0: none), as qrepack_avx512vnni.c's tile_k. */
 INLINE void rk_tile(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile,
-                    int64_t k, int lo, int hi) {
+                    int64_t k, int lo, int hi, int64_t pf) {
     const int64_t nsb = k / 256, nb = k / 32;
     const int S = k_size(T);
     int p0, p1;
@@ -70,6 +72,7 @@ INLINE void rk_tile(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq
             const __m256 d = vf_f16(tb, p), dmin = vf_f16(tb + 32, p);
             UNROLL
             for (int j = 0; j < 8; j++) {
+                if (p == p0) prefetch_ahead(tb + j * (S / 8), pf, S / 8);
                 __m256i u[8];
                 rk_unpack(T, tb, j, p, u);
                 const __m256 dsc = _mm256_mul_ps(d, rk_bytes(tb + K_SC + 16 * j + 8 * p));
@@ -110,7 +113,7 @@ INLINE void q6_unpack(const uint8_t *tb, int j, int p, __m256i u[8]) {
 }
 
 INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile, int64_t k,
-                    int lo, int hi) {
+                    int lo, int hi, int64_t pf) {
     const int64_t nsb = k / 256, nb = k / 32;
     int p0, p1;
     parts_of(lo, hi, &p0, &p1);
@@ -125,6 +128,7 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
             const __m256 d = vf_f16(tb, p);
             UNROLL
             for (int j = 0; j < 8; j++) {
+                if (p == p0) prefetch_ahead(tb + j * (Q6_SIZE / 8), pf, Q6_SIZE / 8);
                 __m256i u[8];
                 q6_unpack(tb, j, p, u);
                 q6_sc s;
@@ -152,7 +156,7 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * (T == QW_Q6_K ? Q6_SIZE : k_size(T));
     const uint8_t *X = XQ;
-    const int64_t group = qr_token_group(k, QR_TB_K);
+    const int64_t group = qr_token_group(k, QR_TB_K), pf = kernels_decode_prefetch();
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
@@ -164,11 +168,11 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
                 const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
                 /* NT == 1 (decode) gets its own copy with the token loop folded */
                 if (T == QW_Q6_K) {
-                    if (NT == 1) tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi);
-                    else tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
+                    if (NT == 1) tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi, pf);
+                    else tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi, 0);
                 } else {
-                    if (NT == 1) rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi);
-                    else rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
+                    if (NT == 1) rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi, pf);
+                    else rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi, 0);
                 }
             }
         }

@@ -27,6 +27,14 @@ INLINE int64_t qr_token_group(int64_t k, int64_t tb) {
     return g < tb ? tb : g;
 }
 
+/* Prefetch the lines of [p, p + bytes): the one-token (decode) tiles ask
+ * for their stream kernels_decode_prefetch() bytes ahead (cpu.c says on
+ * which CPUs and why); pf = 0 asks for nothing. */
+INLINE void prefetch_ahead(const uint8_t *p, int64_t pf, int bytes) {
+    if (pf)
+        for (int off = 0; off < bytes; off += 64) __builtin_prefetch(p + pf + off, 0, 3);
+}
+
 INLINE int has_qh(int T) { return qw_type((qw_dtype)T)->qh_off >= 0; }
 /* Offsets in a tile block: d[16] @0, m[16], qh[8] masks, then q. */
 INLINE int off_m(int T) { return 32; }

@@ -60,11 +60,13 @@ INLINE void prefetch_block(int T, const uint8_t *tb) {
     for (int off = 0; off < S; off += 64) __builtin_prefetch(tb + QR_PF_TILES * S + off);
 }
 
-/* One token against a whole tile (decode). No software prefetch: the tile
- * is one in-order stream in huge pages (model/repack.c); prefetching
+/* One token against a whole tile (decode). The tile is one in-order
+ * stream in huge pages (model/repack.c), prefetched pf bytes ahead only
+ * where the CPU's prefetchers do not keep up (cpu.c); prefetching
  * QR_PF_TILES blocks ahead cost the avx2 level's decode 3-12% on Zen 4
- * (docs/PERFORMANCE.md). tile_many (prefill, batches) keeps it. */
-INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, int lo, int hi) {
+ * (docs/PERFORMANCE.md). tile_many (prefill, batches) keeps that. */
+INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, int lo, int hi,
+                     int64_t pf) {
     const int64_t nb = k / 32;
     const int S = tile_block_bytes(T);
     int p0, p1;
@@ -82,6 +84,7 @@ INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, in
             for (int i = 0; i < 8; i++) {
                 if (g + i >= nb) break;
                 const uint8_t *tb = tile + (g + i) * S;
+                if (p == p0) prefetch_ahead(tb, pf, S);
                 qr_w w;
                 load_part(T, tb, p, &w);
                 a[i] = block_step(T, &w, vf_f16(tb, p), part_m(T, tb, p), xr, k, nb, g + i, a[i]);
@@ -125,7 +128,7 @@ INLINE void matmul_qr_parts(int T, float *Y, int64_t ldy, const void *XQ, int64_
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 32 * tile_block_bytes(T);
     const uint8_t *X = XQ;
-    const int64_t group = qr_token_group(k, QR_TB);
+    const int64_t group = qr_token_group(k, QR_TB), pf = kernels_decode_prefetch();
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
@@ -135,7 +138,7 @@ INLINE void matmul_qr_parts(int T, float *Y, int64_t ldy, const void *XQ, int64_
             const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
             for (int64_t t0 = g0; t0 < g1; t0 += QR_TB) {
                 const int NT = g1 - t0 < QR_TB ? (int)(g1 - t0) : QR_TB;
-                if (NT == 1) tile_one(T, y + t0 * ldy, tile, X + t0 * ldxq, k, lo, hi);
+                if (NT == 1) tile_one(T, y + t0 * ldy, tile, X + t0 * ldxq, k, lo, hi, pf);
                 else tile_many(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
             }
         }
