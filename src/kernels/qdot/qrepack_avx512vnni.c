@@ -117,6 +117,7 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
     const int64_t nb = k / 32, tile_bytes = nb * QW_RP_ROWS * blk_bytes(T);
     const uint8_t *X = XQ;
     const int64_t group = qr_token_group(k, TB), pf = kernels_decode_prefetch();
+    if (n == 1) prefetch_head(W, tile_bytes, o0, o1, pf);
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
@@ -202,6 +203,7 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
     const int64_t tile_bytes = k / 256 * k_size(T);
     const uint8_t *X = XQ;
     const int64_t group = qr_token_group(k, QR_TB_K), pf = kernels_decode_prefetch();
+    if (n == 1) prefetch_head(W, tile_bytes, o0, o1, pf);
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
@@ -289,6 +291,7 @@ static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
     const int64_t tile_bytes = k / 256 * Q6_SIZE;
     const uint8_t *X = XQ;
     const int64_t group = qr_token_group(k, QR_TB_K), pf = kernels_decode_prefetch();
+    if (n == 1) prefetch_head(W, tile_bytes, o0, o1, pf);
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {

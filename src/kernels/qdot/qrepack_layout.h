@@ -35,6 +35,18 @@ INLINE void prefetch_ahead(const uint8_t *p, int64_t pf, int bytes) {
         for (int off = 0; off < bytes; off += 64) __builtin_prefetch(p + pf + off, 0, 3);
 }
 
+/* The head of a one-token call's stream, the tiles of rows [o0, o1)
+ * (tile_bytes each) from W: the tiles prefetch pf bytes ahead of what they
+ * read, so the call's first pf bytes are asked for here, or they would be
+ * read on demand. Each matmul is cut into shares (forward.c), a stream
+ * each: about 1300 stream heads per token of the 0.5B model. */
+INLINE void prefetch_head(const void *W, int64_t tile_bytes, int64_t o0, int64_t o1, int64_t pf) {
+    const int64_t r0 = o0 / QW_RP_ROWS, r1 = (o1 + QW_RP_ROWS - 1) / QW_RP_ROWS;
+    const int64_t bytes = (r1 - r0) * tile_bytes, e = pf < bytes ? pf : bytes;
+    const uint8_t *p = (const uint8_t *)W + r0 * tile_bytes;
+    for (int64_t off = 0; off < e; off += 64) __builtin_prefetch(p + off, 0, 3);
+}
+
 INLINE int has_qh(int T) { return qw_type((qw_dtype)T)->qh_off >= 0; }
 /* Offsets in a tile block: d[16] @0, m[16], qh[8] masks, then q. */
 INLINE int off_m(int T) { return 32; }

@@ -129,6 +129,7 @@ INLINE void matmul_qr_parts(int T, float *Y, int64_t ldy, const void *XQ, int64_
     const int64_t tile_bytes = k / 32 * tile_block_bytes(T);
     const uint8_t *X = XQ;
     const int64_t group = qr_token_group(k, QR_TB), pf = kernels_decode_prefetch();
+    if (n == 1) prefetch_head(W, tile_bytes, o0, o1, pf);
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
         for (int64_t r = o0 / QW_RP_ROWS; r * QW_RP_ROWS < o1; r++) {
