@@ -53,6 +53,13 @@ int qw_cpu_prefetch_from(const qw_cpu_bits *x, const char *env) {
     return x->amd_family >= 0x1a ? QW_PREFETCH_ZEN5 : 0;
 }
 
+/* The avx512 K-quant tiles unpack a 16-row tile block once per token block
+ * and keep the block's accumulators (16 tokens: 8 KB, 32: 16 KB) and QA8
+ * rows in L1. 32 tokens halve the unpacking but measured 4-8% slower on
+ * Zen 4 (32 KB L1d, 1.5B Q4_K_M pp512, session 9) and 4% faster on Zen 5
+ * (48 KB L1d: 169 vs 176 tok/s, 6 ABBA rounds; docs/PERFORMANCE.md). */
+int qw_cpu_k_token_block_from(const qw_cpu_bits *x) { return x->amd_family >= 0x1a ? 32 : 16; }
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
 #if defined(__APPLE__)
@@ -95,7 +102,7 @@ static int amx_permitted(void) {
 
 static struct {
     unsigned flags;
-    int prefetch;
+    int prefetch, k_block;
     char text[256];
 } g_cpu;
 
@@ -150,6 +157,7 @@ static void detect(void) {
 #endif
     g_cpu.flags = qw_cpu_flags_from(&x);
     g_cpu.prefetch = qw_cpu_prefetch_from(&x, getenv("QWENC_PREFETCH"));
+    g_cpu.k_block = qw_cpu_k_token_block_from(&x);
     snprintf(g_cpu.text, sizeof g_cpu.text, "x86-64%s%s%s%s%s%s%s%s%s%s%s%s%s", x.avx ? " avx" : "",
              x.avx2 ? " avx2" : "", x.fma ? " fma" : "", x.f16c ? " f16c" : "", x.avx512f ? " avx512f" : "",
              x.avx512bw ? " avx512bw" : "", x.avx512vl ? " avx512vl" : "", x.avx512dq ? " avx512dq" : "",
@@ -161,13 +169,14 @@ static void detect(void) {
 
 static struct {
     unsigned flags;
-    int prefetch;
+    int prefetch, k_block;
     char text[64];
 } g_cpu;
 
 static void detect(void) {
     g_cpu.flags = QW_CPU_NEON;
     g_cpu.prefetch = qw_cpu_prefetch_from(&(qw_cpu_bits){0}, getenv("QWENC_PREFETCH"));
+    g_cpu.k_block = qw_cpu_k_token_block_from(&(qw_cpu_bits){0});
     snprintf(g_cpu.text, sizeof g_cpu.text, "arm64 neon");
 }
 
@@ -175,13 +184,14 @@ static void detect(void) {
 
 static struct {
     unsigned flags;
-    int prefetch;
+    int prefetch, k_block;
     char text[64];
 } g_cpu;
 
 static void detect(void) {
     g_cpu.flags = 0;
     g_cpu.prefetch = qw_cpu_prefetch_from(&(qw_cpu_bits){0}, getenv("QWENC_PREFETCH"));
+    g_cpu.k_block = qw_cpu_k_token_block_from(&(qw_cpu_bits){0});
     snprintf(g_cpu.text, sizeof g_cpu.text, "generic");
 }
 
@@ -204,6 +214,16 @@ const char *kernels_cpu_features(void) {
 int kernels_decode_prefetch(void) {
     ensure();
     return g_cpu.prefetch;
+}
+
+int kernels_k_token_block(void) {
+    ensure();
+    return g_cpu.k_block;
+}
+
+void kernels_set_k_token_block(int tokens) {
+    ensure();
+    g_cpu.k_block = tokens < 1 ? 1 : tokens > QW_K_TOKEN_BLOCK_MAX ? QW_K_TOKEN_BLOCK_MAX : tokens;
 }
 
 void kernels_set_decode_prefetch(int bytes) {

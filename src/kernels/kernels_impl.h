@@ -124,6 +124,14 @@ int qw_cpu_prefetch_from(const qw_cpu_bits *x, const char *env);
  * Zen 5": 4 KB and 16 KB measured slower). */
 #define QW_PREFETCH_ZEN5 8192
 
+/* Tokens per block of the avx512 K-quant prefill tiles (qrepack_layout.h:
+ * QR_TB_K, or QR_TB_K_MAX on Zen 5; pure, tested in test_cpu.c). */
+int qw_cpu_k_token_block_from(const qw_cpu_bits *x);
+#define QW_K_TOKEN_BLOCK_MAX 32
+int kernels_k_token_block(void);
+/* Tests: set it (16 or 32). Not thread safe: call between matmuls. */
+void kernels_set_k_token_block(int tokens);
+
 /* The decode streams' prefetch distance in bytes (cpu.c; 0: none). The
  * kernels read it once per matmul call. */
 int kernels_decode_prefetch(void);

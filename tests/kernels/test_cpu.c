@@ -48,6 +48,16 @@ static void check_prefetch(void) {
         CHECK(qw_cpu_prefetch_from(&x, bad[i]) == 0, "QWENC_PREFETCH='%s' is not a distance: the default", bad[i]);
 }
 
+/* Tokens per block of the avx512 K tiles: 32 on Zen 5, 16 elsewhere. */
+static void check_k_block(void) {
+    qw_cpu_bits x = avx512_cpu();
+    CHECK(qw_cpu_k_token_block_from(&x) == 16, "Intel: 16-token K blocks");
+    x.amd_family = 0x19;
+    CHECK(qw_cpu_k_token_block_from(&x) == 16, "Zen 4: 16-token K blocks");
+    x.amd_family = 0x1a;
+    CHECK(qw_cpu_k_token_block_from(&x) == 32 && 32 <= QW_K_TOKEN_BLOCK_MAX, "Zen 5: 32-token K blocks");
+}
+
 static void check_decision(void) {
     qw_cpu_bits x = {0};
     CHECK(qw_cpu_flags_from(&x) == 0, "no features: no level");
@@ -136,6 +146,7 @@ static void check_live(void) {
 int main(void) {
     check_decision();
     check_prefetch();
+    check_k_block();
     check_live();
     return test_summary();
 }

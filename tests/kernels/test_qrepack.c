@@ -291,7 +291,13 @@ int main(void) {
     kernels_set_decode_prefetch(QW_PREFETCH_ZEN5);
     for (int ti = 0; ti < N_TYPES; ti++) check_type(ref, k_types[ti]);
     kernels_set_decode_prefetch(pf);
+    /* the avx512 K tiles' token blocks: 16 and 32 (cpu.c picks one by CPU) */
+    const int kb = kernels_k_token_block();
+    kernels_set_k_token_block(16);
     for (int ti = 0; ti < N_TYPES; ti++) check_many_tokens(ref, k_types[ti]);
+    kernels_set_k_token_block(QW_K_TOKEN_BLOCK_MAX);
+    for (int ti = 5; ti < N_TYPES; ti++) check_many_tokens(ref, k_types[ti]);
+    kernels_set_k_token_block(kb);
     for (int ti = 0; ti < N_TYPES; ti++) check_extremes(ref, k_types[ti]);
     return test_summary();
 }

@@ -174,7 +174,7 @@ INLINE void tile_k(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq,
                    int64_t k, __mmask16 keep, int64_t pf) {
     const int64_t nsb = k / 256, nb = k / 32;
     const int S = k_size(T);
-    __m512 acc[QR_TB_K][8];
+    __m512 acc[QR_TB_K_MAX][8];
     for (int t = 0; t < NT; t++)
         UNROLL
     for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
@@ -202,7 +202,7 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * k_size(T);
     const uint8_t *X = XQ;
-    const int64_t group = qr_token_group(k, QR_TB_K), pf = kernels_decode_prefetch();
+    const int64_t tbk = kernels_k_token_block(), group = qr_token_group(k, tbk), pf = kernels_decode_prefetch();
     if (n == 1) prefetch_head(W, tile_bytes, o0, o1, pf);
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
@@ -210,8 +210,8 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
             const int64_t base = r * QW_RP_ROWS;
             const __mmask16 keep = tile_keep(r, o0, o1);
             const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-            for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
-                const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
+            for (int64_t t0 = g0; t0 < g1; t0 += tbk) {
+                const int NT = g1 - t0 < tbk ? (int)(g1 - t0) : (int)tbk;
                 if (NT == 1) tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep, pf);
                 else tile_k(T, Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep, 0);
             }
@@ -260,11 +260,11 @@ INLINE __m512 sub_dot_q6(const __m512i w[8], __m512 d, __m512 sc0, __m512 sc1, c
     return _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), isum, acc);
 }
 
-/* NT (1..QR_TB_K) tokens against a whole Q6_K tile (pf: as tile_k's). */
+/* NT (1..QR_TB_K_MAX) tokens against a whole Q6_K tile (pf: as tile_k's). */
 INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile, int64_t k,
                     __mmask16 keep, int64_t pf) {
     const int64_t nsb = k / 256, nb = k / 32;
-    __m512 acc[QR_TB_K][8];
+    __m512 acc[QR_TB_K_MAX][8];
     for (int t = 0; t < NT; t++)
         UNROLL
     for (int i = 0; i < 8; i++) acc[t][i] = _mm512_setzero_ps();
@@ -290,7 +290,7 @@ static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
     if (o1 <= o0 || n <= 0) return;
     const int64_t tile_bytes = k / 256 * Q6_SIZE;
     const uint8_t *X = XQ;
-    const int64_t group = qr_token_group(k, QR_TB_K), pf = kernels_decode_prefetch();
+    const int64_t tbk = kernels_k_token_block(), group = qr_token_group(k, tbk), pf = kernels_decode_prefetch();
     if (n == 1) prefetch_head(W, tile_bytes, o0, o1, pf);
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const int64_t g1 = g0 + group < n ? g0 + group : n;
@@ -298,8 +298,8 @@ static void matmul_qr_q6_k_avx512vnni(float *Y, int64_t ldy, const void *XQ, int
             const int64_t base = r * QW_RP_ROWS;
             const __mmask16 keep = tile_keep(r, o0, o1);
             const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
-            for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
-                const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
+            for (int64_t t0 = g0; t0 < g1; t0 += tbk) {
+                const int NT = g1 - t0 < tbk ? (int)(g1 - t0) : (int)tbk;
                 if (NT == 1) tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, 1, tile, k, keep, pf);
                 else tile_q6(Y + t0 * ldy + base, ldy, X + t0 * ldxq, ldxq, NT, tile, k, keep, 0);
             }

@@ -10,7 +10,10 @@
 #define QW_QREPACK_LAYOUT_H
 
 #define QR_TB 32   /* tokens per block of the block-32 prefill loop (16: 3-5% slower) */
-#define QR_TB_K 16 /* the same for the K-quant tiles (32: 4-8% slower 1.5B pp512) */
+#define QR_TB_K 16 /* the same for the K-quant tiles (32: 4-8% slower 1.5B pp512 on Zen 4) */
+/* The avx512 K tiles take kernels_k_token_block() tokens per block, up to
+ * this: 32 on Zen 5, QR_TB_K elsewhere (cpu.c). */
+#define QR_TB_K_MAX QW_K_TOKEN_BLOCK_MAX
 #define QR_PF_TILES 2 /* prefetch this many tile blocks ahead */
 
 /* Bytes of QA8 rows a token group of the prefill loops may span: the
