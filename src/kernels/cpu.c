@@ -56,8 +56,9 @@ int qw_cpu_prefetch_from(const qw_cpu_bits *x, const char *env) {
 /* The avx512 K-quant tiles unpack a 16-row tile block once per token block
  * and keep the block's accumulators (16 tokens: 8 KB, 32: 16 KB) and QA8
  * rows in L1. 32 tokens halve the unpacking but measured 4-8% slower on
- * Zen 4 (32 KB L1d, 1.5B Q4_K_M pp512, session 9) and 4% faster on Zen 5
- * (48 KB L1d: 169 vs 176 tok/s, 6 ABBA rounds; docs/PERFORMANCE.md). */
+ * Zen 4 (32 KB L1d, 1.5B Q4_K_M pp512, session 9) and 4-5% faster on Zen 5
+ * (48 KB L1d: 169 -> 176 and 179 -> 188 tok/s, 6 ABBA rounds each;
+ * docs/PERFORMANCE.md). */
 int qw_cpu_k_token_block_from(const qw_cpu_bits *x) { return x->amd_family >= 0x1a ? 32 : 16; }
 
 #if defined(__x86_64__) || defined(_M_X64)

@@ -133,9 +133,11 @@ INLINE void matmul_qr(int T, float *Y, int64_t ldy, const void *XQ, int64_t ldxq
     }
 }
 
-/* The K-quant tiles (below) issue no software prefetch: their tile blocks
- * are whole 64-byte lines read in order, which the hardware prefetchers
- * stream well. In the model (real 1.5B Q4_K_M, decode, 2 threads, ABBA),
+/* The K-quant tiles (below) issue no software prefetch in prefill, and in
+ * decode only where the CPU asks for it (kernels_decode_prefetch, cpu.c:
+ * Zen 5, 8 KB ahead): their tile blocks are whole 64-byte lines read in
+ * order, which the hardware prefetchers of the CPUs measured before Zen 5
+ * stream well. There (real 1.5B Q4_K_M, decode, 2 threads, ABBA),
  * prefetching the block 4 or 16 ahead into L2 made the Q6_K matmuls
  * 25-40% slower than none (lm_head 7.9-8.3 vs 5.7-6.1 ms per token, quiet
  * machine), and 2-4 ahead into L2 or L1 made Q4_K gate/up 25-30% slower
