@@ -132,6 +132,12 @@ int kernels_k_token_block(void);
 /* Tests: set it (16 or 32). Not thread safe: call between matmuls. */
 void kernels_set_k_token_block(int tokens);
 
+/* Asks for the cache lines of [p, p + bytes) (into L1): the decode
+ * streams' software prefetch (kernels_decode_prefetch). */
+static inline void qw_prefetch_lines(const void *p, int64_t bytes) {
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch((const char *)p + off, 0, 3);
+}
+
 /* The decode streams' prefetch distance in bytes (cpu.c; 0: none). The
  * kernels read it once per matmul call. */
 int kernels_decode_prefetch(void);

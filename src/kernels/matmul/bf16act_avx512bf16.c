@@ -147,7 +147,7 @@ static void matmul_bf16act_bf16(float *Y, int64_t ldy, const uint16_t *XB, int64
     const int64_t pf = kernels_decode_prefetch();
     if (n <= STREAM_N && pf) { /* the stream's head: the tile prefetches pf ahead of what it reads */
         const int64_t head = (o1 - o0) * k * 2 < pf ? (o1 - o0) * k * 2 : pf;
-        for (int64_t off = 0; off < head; off += 64) _mm_prefetch((const char *)(w + o0 * k) + off, _MM_HINT_T0);
+        qw_prefetch_lines(w + o0 * k, head);
     }
     int64_t tb = k > 0 ? X_L2 / (2 * k) / TOKS * TOKS : n;
     if (tb < TOKS) tb = TOKS;

@@ -34,8 +34,7 @@ INLINE int64_t qr_token_group(int64_t k, int64_t tb) {
  * for their stream kernels_decode_prefetch() bytes ahead (cpu.c says on
  * which CPUs and why); pf = 0 asks for nothing. */
 INLINE void prefetch_ahead(const uint8_t *p, int64_t pf, int bytes) {
-    if (pf)
-        for (int off = 0; off < bytes; off += 64) __builtin_prefetch(p + pf + off, 0, 3);
+    if (pf) qw_prefetch_lines(p + pf, bytes);
 }
 
 /* The head of a one-token call's stream, the tiles of rows [o0, o1)
@@ -46,8 +45,7 @@ INLINE void prefetch_ahead(const uint8_t *p, int64_t pf, int bytes) {
 INLINE void prefetch_head(const void *W, int64_t tile_bytes, int64_t o0, int64_t o1, int64_t pf) {
     const int64_t r0 = o0 / QW_RP_ROWS, r1 = (o1 + QW_RP_ROWS - 1) / QW_RP_ROWS;
     const int64_t bytes = (r1 - r0) * tile_bytes, e = pf < bytes ? pf : bytes;
-    const uint8_t *p = (const uint8_t *)W + r0 * tile_bytes;
-    for (int64_t off = 0; off < e; off += 64) __builtin_prefetch(p + off, 0, 3);
+    qw_prefetch_lines((const uint8_t *)W + r0 * tile_bytes, e);
 }
 
 INLINE int has_qh(int T) { return qw_type((qw_dtype)T)->qh_off >= 0; }
