@@ -121,8 +121,10 @@ unsigned qw_cpu_flags_from(const qw_cpu_bits *x);
  * decision, tested in test_cpu.c. */
 int qw_cpu_prefetch_from(const qw_cpu_bits *x, const char *env);
 /* Zen 5's default (docs/PERFORMANCE.md, "Decode: software prefetch on
- * Zen 5": 4 KB and 16 KB measured slower). */
+ * Zen 5": 4 KB and 16 KB measured slower) and Zen 3's ("Zen 3, measured":
+ * 2, 4 and 8 KB within the noise of each other, 4 KB the best median). */
 #define QW_PREFETCH_ZEN5 8192
+#define QW_PREFETCH_ZEN3 4096
 
 /* Tokens per block of the avx512 K-quant prefill tiles (qrepack_layout.h:
  * QR_TB_K, or QR_TB_K_MAX on Zen 5; pure, tested in test_cpu.c). */

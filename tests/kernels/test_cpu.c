@@ -28,13 +28,20 @@ static qw_cpu_bits avx512_cpu(void) { /* Skylake-SP: F/BW/VL/DQ, no VNNI, no BF1
 }
 
 /* The decode streams' prefetch distance (qw_cpu_prefetch_from): Zen 5 and
- * later AMD families by default, nothing elsewhere; QWENC_PREFETCH when it
+ * later AMD families, and Zen 3, by default, nothing elsewhere; QWENC_PREFETCH when it
  * is a number in 0..65536. */
 static void check_prefetch(void) {
     qw_cpu_bits x = avx512_cpu();
     CHECK(qw_cpu_prefetch_from(&x, NULL) == 0, "Intel (not AMD): no prefetch");
     x.amd_family = 0x19;
-    CHECK(qw_cpu_prefetch_from(&x, NULL) == 0, "Zen 3 / Zen 4 (family 0x19): no prefetch");
+    CHECK(qw_cpu_prefetch_from(&x, NULL) == 0, "Zen 4 (family 0x19 with AVX-512): no prefetch");
+    x.avx512f = 0;
+    CHECK(qw_cpu_prefetch_from(&x, NULL) == QW_PREFETCH_ZEN3, "Zen 3 (family 0x19, no AVX-512): %d bytes",
+          qw_cpu_prefetch_from(&x, NULL));
+    CHECK(qw_cpu_prefetch_from(&x, "0") == 0, "QWENC_PREFETCH=0 turns Zen 3's off");
+    x.amd_family = 0x17;
+    CHECK(qw_cpu_prefetch_from(&x, NULL) == 0, "Zen 2 (family 0x17): no prefetch (not measured)");
+    x.avx512f = 1;
     x.amd_family = 0x1a;
     CHECK(qw_cpu_prefetch_from(&x, NULL) == QW_PREFETCH_ZEN5, "Zen 5 (family 0x1a): %d bytes",
           qw_cpu_prefetch_from(&x, NULL));
