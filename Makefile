@@ -119,11 +119,29 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libqwenc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libqwenc.a $(LDLIBS)
 
-tests: $(TEST_BIN)
+# The avx512 level's repacked-weight kernels (qrepack_avx512vnni.c) built
+# on SIMDe (libsimde-dev: portable AVX-512 intrinsics, test-only) and run
+# by test_qrepack against their plain-C twin, so a CPU without AVX-512 (a
+# Zen 3) checks that level's logic too (tests/kernels/avx512_simde.h).
+# x86-64 where the SIMDe headers are installed; elsewhere nothing.
+ifneq (,$(FLAGS_AVX2))
+  HAVE_SIMDE := $(shell echo '\#include <simde/x86/avx512.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+endif
+EMU_TEST := $(if $(HAVE_SIMDE),$(BUILD)/tests/kernels/test_qrepack_avx512emu)
+DEPS     += $(if $(HAVE_SIMDE),$(BUILD)/emu/qrepack_avx512vnni.d)
+$(BUILD)/emu/qrepack_avx512vnni.o: src/kernels/qdot/qrepack_avx512vnni.c tests/kernels/avx512_simde.h
+	@mkdir -p $(dir $@)
+	$(CC) $(KCFLAGS) $(FLAGS_AVX2) -include tests/kernels/avx512_simde.h \
+	  -Dkernels_qrepack_avx512vnni=kernels_qrepack_avx512vnni_emu -MMD -MP -c $< -o $@
+$(BUILD)/tests/kernels/test_qrepack_avx512emu: tests/kernels/test_qrepack.c $(BUILD)/emu/qrepack_avx512vnni.o $(BUILD)/libqwenc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -DQW_TEST_AVX512_EMU -o $@ $< $(BUILD)/emu/qrepack_avx512vnni.o $(BUILD)/libqwenc.a $(LDLIBS)
+
+tests: $(TEST_BIN) $(EMU_TEST)
 
 # The README's test command. Runs every C test program, then the end-to-end
 # suite, and ends with one line "N passed, N failed".
-test: qwenc $(TEST_BIN)
+test: qwenc $(TEST_BIN) $(EMU_TEST)
 	@.venv/bin/python -c 'import pytest, gguf, selenium, ollama' 2>/dev/null || tools/venv.sh
 	@BUILD=$(BUILD) tests/run.sh
 

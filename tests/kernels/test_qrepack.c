@@ -42,6 +42,12 @@ typedef struct {
     const qw_kernels *tab;
 } variant;
 
+#if defined(QW_TEST_AVX512_EMU)
+/* tools/avx512_emu_check.sh: qrepack_avx512vnni.c built on SIMDe for a
+ * CPU without AVX-512 (tests/kernels/avx512_simde.h), under this name. */
+extern const qw_kernels kernels_qrepack_avx512vnni_emu;
+#endif
+
 static int variants(variant *v) {
     int n = 0;
     const char *const *names = kernels_level_names();
@@ -50,6 +56,9 @@ static int variants(variant *v) {
 #if defined(__x86_64__)
     if (kernels_cpu_flags() & QW_CPU_AMXINT8) v[n++] = (variant){"avx512 (VNNI alone)", &kernels_qrepack_avx512vnni};
     if (kernels_cpu_flags() & QW_CPU_AVXVNNI) v[n++] = (variant){"avx2 (without AVX-VNNI)", &kernels_qrepack_avx2};
+#endif
+#if defined(QW_TEST_AVX512_EMU)
+    v[n++] = (variant){"avx512 VNNI (SIMDe emulation)", &kernels_qrepack_avx512vnni_emu};
 #endif
     return n;
 }
@@ -282,6 +291,11 @@ int main(void) {
         for (int ti = 0; ti < N_TYPES; ti++)
             CHECK(a && a->matmul_qr[k_types[ti]] == kernels_qrepack_amx.matmul_qr[k_types[ti]],
                   "avx512 with AMX-INT8: matmul_qr %s is the AMX kernel", qw_dtype_name(k_types[ti]));
+#endif
+#if defined(QW_TEST_AVX512_EMU)
+    for (int ti = 0; ti < N_TYPES; ti++)
+        CHECK(kernels_qrepack_avx512vnni_emu.matmul_qr[k_types[ti]] != NULL, "emulated avx512 VNNI has matmul_qr %s",
+              qw_dtype_name(k_types[ti]));
 #endif
     /* the one-token (decode) tiles with and without software prefetch
      * (cpu.c's choice differs by CPU; the bits must not) */
