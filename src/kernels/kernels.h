@@ -184,8 +184,10 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
  * contiguous. A tile block holds, in this order:
  *   d[16]      binary16, row i's d
  *   m[16]      binary16, row i's m (Q4_1, Q5_1 only)
- *   qh[8]      64-bit masks (Q5_0, Q5_1 only): bit 4i + c of mask j is the
- *              high bit of weight 4j + c of row i
+ *   qh[64]     a bit plane (Q5_0, Q5_1 only): bit j of byte 4i + c is the
+ *              high bit of weight 4j + c of row i (bit j of byte n: byte
+ *              n of weight vector j below, so a shift and an and, or a
+ *              bit test, give a vector's high bits)
  *   q          Q8_0: 8 x 64 bytes, byte 4i + c of vector j = weight
  *              4j + c of row i, stored as q + 128 (q ^ 0x80);
  *              nibble types: 4 x 64 bytes, byte 4i + c of vector v holds
@@ -197,7 +199,7 @@ typedef void (*qw_matmul_q_fn)(float *Y, int64_t ldy, const void *XQ, int64_t ld
  * Q4_K and Q5_K: a tile block is 16 rows' super-block B (256 weights, 8
  * sub-blocks of 32), holding d[16], dmin[16] (binary16), sc[8][16] and
  * mn[8][16] (the 6-bit scales and mins of sub-block j, row i, one byte
- * each), Q5_K's qh[8][8] masks (sub-block j's, as above), then per
+ * each), Q5_K's qh[8][64] bit planes (sub-block j's, as above), then per
  * sub-block j the 4 nibble vectors as above: 148 (Q5_K 180) bytes per row
  * and super-block instead of 144 (176). Q6_K: d[16] (binary16) and 32
  * bytes of padding, its int8 scales sc[16][16], per sub-block its high

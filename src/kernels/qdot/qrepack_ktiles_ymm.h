@@ -43,9 +43,7 @@ INLINE void rk_nibbles(const uint8_t *q, int p, __m256i u[8]) {
 /* Part p of sub-block j's 8 weight vectors (lane: 4 weights of a row). */
 INLINE void rk_unpack(int T, const uint8_t *tb, int j, int p, __m256i u[8]) {
     rk_nibbles(tb + k_q(T) + 256 * j, p, u);
-    if (T == QW_Q5_K)
-        UNROLL
-    for (int v = 0; v < 8; v++) u[v] = _mm256_or_si256(u[v], high_bits(ld_u32(tb + K_QH + 64 * j + 8 * v + 4 * p)));
+    if (T == QW_Q5_K) add_plane(tb + K_QH + 64 * j, p, u);
 }
 
 /* Part p's 8 rows of sub-block j's 6-bit scale (or min) bytes, as floats. */

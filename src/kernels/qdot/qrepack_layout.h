@@ -49,7 +49,7 @@ INLINE void prefetch_head(const void *W, int64_t tile_bytes, int64_t o0, int64_t
 }
 
 INLINE int has_qh(int T) { return qw_type((qw_dtype)T)->qh_off >= 0; }
-/* Offsets in a tile block: d[16] @0, m[16], qh[8] masks, then q. */
+/* Offsets in a tile block: d[16] @0, m[16], the qh bit plane (64 bytes), then q. */
 INLINE int off_m(int T) { return 32; }
 INLINE int off_qh(int T) { return has_min(T) ? 64 : 32; }
 INLINE int off_q(int T) { return off_qh(T) + (has_qh(T) ? 64 : 0); }
@@ -65,7 +65,7 @@ INLINE int off_log2(int T) {
 
 /* K-quant tile block (Q4_K, Q5_K: 16 rows' super-block): d[16] binary16
  * @0, dmin[16] @32, the 6-bit scales sc[8][16] @64 and mins mn[8][16] @192
- * as bytes, Q5_K's bit-4 masks qh[8][8 x 8 bytes] @320, then per sub-block
+ * as bytes, Q5_K's high-bit planes qh[8][64] @320, then per sub-block
  * j four 64-byte nibble vectors (as a block-32 tile block's). */
 enum { K_SC = 64, K_MN = 192, K_QH = 320 };
 INLINE int k_q(int T) { return K_QH + (T == QW_Q5_K ? 512 : 0); }

@@ -70,9 +70,10 @@ INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
     for (int v = 0; v < 4; v++) { /* low nibbles: vector 2v, high: 2v + 1 */
         const uint8x16_t z = vld1q_u8(q + 64 * v);
         uint8x16_t lo = vandq_u8(z, vdupq_n_u8(15)), hi = vshrq_n_u8(z, 4);
-        if (has_qh(T)) { /* mask j's bits 16p..16p+15: byte n of the part is bit 16p + n */
-            lo = vorrq_u8(lo, qw_neon_high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v) + 2 * p)));
-            hi = vorrq_u8(hi, qw_neon_high16(qw_u16_at(tb + off_qh(T) + 8 * (2 * v + 1) + 2 * p)));
+        if (has_qh(T)) { /* the plane's bytes 16p..16p+15: bit j of a byte is vector j's high bit */
+            const uint8x16_t P = vld1q_u8(tb + off_qh(T) + 16 * p), b4 = vdupq_n_u8(16);
+            lo = vorrq_u8(lo, vandq_u8(vshlq_u8(P, vdupq_n_s8((int8_t)(4 - 2 * v))), b4));
+            hi = vorrq_u8(hi, vandq_u8(vshlq_u8(P, vdupq_n_s8((int8_t)(3 - 2 * v))), b4));
         }
         w->q[2 * v] = vreinterpretq_s8_u8(lo);
         w->q[2 * v + 1] = vreinterpretq_s8_u8(hi);

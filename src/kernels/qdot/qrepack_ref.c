@@ -84,12 +84,9 @@ static inline __attribute__((always_inline)) void repack_row(qw_dtype t, const t
         const uint32_t o = v < 2 ? (a & 0x0F0F0F0Fu) | (b & 0x0F0F0F0Fu) << 4 : (a >> 4 & 0x0F0F0F0Fu) | (b & 0xF0F0F0F0u);
         memcpy(tb + L->q + 64 * v + 4 * i, &o, 4);
     }
-    if (L->qh >= 0) { /* mask j, bits 4i..4i+3: bits 4j..4j+3 of qh */
-        uint32_t qh = qw_u32_at(blk + tt->qh_off);
-        for (int j = 0; j < 8; j++) {
-            uint8_t nib = (uint8_t)((qh >> (4 * j)) & 15);
-            tb[L->qh + 8 * j + i / 2] |= (uint8_t)(i % 2 ? nib << 4 : nib);
-        }
+    if (L->qh >= 0) { /* the plane: bit w / 4 of byte 4i + w % 4 is bit w of qh */
+        const uint32_t qh = qw_u32_at(blk + tt->qh_off);
+        for (int w = 0; w < 32; w++) tb[L->qh + 4 * i + w % 4] |= (uint8_t)(((qh >> w) & 1) << (w / 4));
     }
 }
 
@@ -127,12 +124,8 @@ static inline __attribute__((always_inline)) void repack_row_k(qw_dtype t, uint8
             const uint32_t o = a | b << 4;
             memcpy(q + 64 * v + 4 * i, &o, 4);
         }
-        if (five) /* mask v, bits 4i..4i+3: bit j of qh[4v..4v+3] */
-            for (int v = 0; v < 8; v++) {
-                int nib = 0;
-                for (int c = 0; c < 4; c++) nib |= ((qh[4 * v + c] >> j) & 1) << c;
-                tb[K_QH + 64 * j + 8 * v + i / 2] |= (uint8_t)(i % 2 ? nib << 4 : nib);
-            }
+        if (five) /* plane j: bit l / 4 of byte 4i + l % 4 is weight l's high bit, bit j of qh[l] */
+            for (int l = 0; l < 32; l++) tb[K_QH + 64 * j + 4 * i + l % 4] |= (uint8_t)(((qh[l] >> j) & 1) << (l / 4));
     }
 }
 
@@ -215,7 +208,7 @@ static int tb_weight(qw_dtype t, const tb_layout *L, const uint8_t *tb, int i, i
     if (t == QW_Q8_0) return tb[L->q + 64 * vec + 4 * i + c];
     int v = tb[L->q + 64 * (j / 8) + 4 * i + c];
     v = vec % 2 ? v >> 4 : v & 15;
-    if (L->qh >= 0) v |= ((tb[L->qh + 8 * vec + (4 * i + c) / 8] >> ((4 * i + c) % 8)) & 1) << 4;
+    if (L->qh >= 0) v |= ((tb[L->qh + 4 * i + c] >> vec) & 1) << 4;
     return v;
 }
 
@@ -272,9 +265,7 @@ static void matmul_qr_k(qw_dtype dt, float *Y, int64_t ldy, const void *XQ, int6
                     for (int l = 0; l < 32; l++) {
                         int v = q[64 * (l / 8) + 4 * i + l % 4];
                         v = (l / 4) % 2 ? v >> 4 : v & 15;
-                        if (dt == QW_Q5_K)
-                            v |= ((tb[K_QH + 64 * j + 8 * (l / 4) + (4 * i + l % 4) / 8] >> ((4 * i + l % 4) % 8)) & 1)
-                                 << 4;
+                        if (dt == QW_Q5_K) v |= ((tb[K_QH + 64 * j + 4 * i + l % 4] >> (l / 4)) & 1) << 4;
                         dot += v * qx[32 * b + l];
                     }
                     float dx, ds;

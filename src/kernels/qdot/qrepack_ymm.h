@@ -10,6 +10,21 @@
 #define QR_PARTS 2
 typedef __m256 qr_vf;
 
+/* The high bits of weight vector j (16 where set) from part p's 32 bytes
+ * of a bit plane (bit j of byte n: the high bit of byte n of vector j):
+ * one shift and one and, where a mask per vector took six operations
+ * (qdot_x86.h's high_bits); the shifts are of 16-bit lanes, but only bit
+ * j of a byte lands on that byte's bit 4. */
+INLINE __m256i plane_high_bits(__m256i P, int j) {
+    const __m256i s = j < 4 ? _mm256_slli_epi16(P, 4 - j) : j > 4 ? _mm256_srli_epi16(P, j - 4) : P;
+    return _mm256_and_si256(s, _mm256_set1_epi8(16));
+}
+INLINE void add_plane(const uint8_t *plane, int p, __m256i u[8]) {
+    const __m256i P = _mm256_loadu_si256((const __m256i *)(const void *)(plane + 32 * p));
+    UNROLL
+    for (int j = 0; j < 8; j++) u[j] = _mm256_or_si256(u[j], plane_high_bits(P, j));
+}
+
 /* Part p's 8 weight vectors as stored, unsigned (lane: 4 weights of a
  * row; Q8_0: q + 128; the others: nibble plus 16 for a set high bit). */
 INLINE void unpack_part_u(int T, const uint8_t *tb, int p, __m256i u[8]) {
@@ -26,10 +41,7 @@ INLINE void unpack_part_u(int T, const uint8_t *tb, int p, __m256i u[8]) {
         u[2 * v] = _mm256_and_si256(z, lo4);
         u[2 * v + 1] = _mm256_and_si256(_mm256_srli_epi16(z, 4), lo4);
     }
-    if (has_qh(T)) { /* mask j's bits 32p..32p+31: byte n of the part is bit 32p + n */
-        UNROLL
-        for (int j = 0; j < 8; j++) u[j] = _mm256_or_si256(u[j], high_bits(ld_u32(tb + off_qh(T) + 8 * j + 4 * p)));
-    }
+    if (has_qh(T)) add_plane(tb + off_qh(T), p, u);
 }
 
 INLINE qr_vf vf_zero(void) { return _mm256_setzero_ps(); }

@@ -27,15 +27,14 @@ INLINE void unpack_nibbles(const uint8_t *q, __m512i w[8]) {
     }
 }
 
-/* Bit 4 of every weight from 8 64-bit masks at qh (mask j: w[j]'s bytes). */
-INLINE void add_high_bits(const uint8_t *qh, __m512i w[8]) {
-    const __m512i sixteen = _mm512_set1_epi8(16);
+/* Bit 4 of every weight from the 64-byte bit plane at plane (bit j of
+ * byte n: the high bit of byte n of w[j]): a test for bit j gives w[j]'s
+ * mask, one masked add puts it in. */
+INLINE void add_high_bits(const uint8_t *plane, __m512i w[8]) {
+    const __m512i sixteen = _mm512_set1_epi8(16), P = _mm512_loadu_si512((const void *)plane);
     UNROLL
-    for (int j = 0; j < 8; j++) {
-        uint64_t m;
-        memcpy(&m, qh + 8 * j, 8);
-        w[j] = _mm512_mask_add_epi8(w[j], (__mmask64)m, w[j], sixteen);
-    }
+    for (int j = 0; j < 8; j++)
+        w[j] = _mm512_mask_add_epi8(w[j], _mm512_test_epi8_mask(P, _mm512_set1_epi8((char)(1 << j))), w[j], sixteen);
 }
 
 /* A tile block's 8 weight vectors (lane i: 4 unsigned weights of row i). */
