@@ -119,23 +119,28 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libqwenc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libqwenc.a $(LDLIBS)
 
-# The avx512 level's repacked-weight kernels (qrepack_avx512vnni.c) built
-# on SIMDe (libsimde-dev: portable AVX-512 intrinsics, test-only) and run
-# by test_qrepack against their plain-C twin, so a CPU without AVX-512 (a
-# Zen 3) checks that level's logic too (tests/kernels/avx512_simde.h).
-# x86-64 where the SIMDe headers are installed; elsewhere nothing.
+# The avx512 level's integer kernels (qdot_, kquant_ and
+# qrepack_avx512vnni.c) built on SIMDe (libsimde-dev: portable AVX-512
+# intrinsics, test-only; tests/kernels/avx512_simde.h) and run by
+# test_qdot, test_qdot_kquant and test_qrepack against the plain-C twins,
+# so a CPU without AVX-512 (a Zen 3) checks that level's logic too
+# (tests/kernels/avx512_emu.h). x86-64 where the SIMDe headers are
+# installed; elsewhere nothing. -O1: GCC takes minutes per file at -O2
+# on SIMDe's 512-bit emulation, and minutes more with -g.
 ifneq (,$(FLAGS_AVX2))
   HAVE_SIMDE := $(shell echo '\#include <simde/x86/avx512.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 endif
-EMU_TEST := $(if $(HAVE_SIMDE),$(BUILD)/tests/kernels/test_qrepack_avx512emu)
-DEPS     += $(if $(HAVE_SIMDE),$(BUILD)/emu/qrepack_avx512vnni.d)
-$(BUILD)/emu/qrepack_avx512vnni.o: src/kernels/qdot/qrepack_avx512vnni.c tests/kernels/avx512_simde.h
+EMU_OBJ  := $(patsubst %,$(BUILD)/emu/%.o,qdot_avx512vnni kquant_avx512vnni qrepack_avx512vnni)
+EMU_TEST := $(if $(HAVE_SIMDE),$(patsubst %,$(BUILD)/tests/kernels/%_avx512emu,test_qdot test_qdot_kquant test_qrepack))
+DEPS     += $(if $(HAVE_SIMDE),$(EMU_OBJ:.o=.d))
+EMU_RENAME = $(foreach t,qdot kquant qrepack,-Dkernels_$(t)_avx512vnni=kernels_$(t)_avx512vnni_emu)
+$(BUILD)/emu/%.o: src/kernels/qdot/%.c tests/kernels/avx512_simde.h
 	@mkdir -p $(dir $@)
-	$(CC) $(KCFLAGS) $(FLAGS_AVX2) -include tests/kernels/avx512_simde.h \
-	  -Dkernels_qrepack_avx512vnni=kernels_qrepack_avx512vnni_emu -MMD -MP -c $< -o $@
-$(BUILD)/tests/kernels/test_qrepack_avx512emu: tests/kernels/test_qrepack.c $(BUILD)/emu/qrepack_avx512vnni.o $(BUILD)/libqwenc.a
+	$(CC) $(filter-out -O% -g,$(KCFLAGS)) -O1 $(FLAGS_AVX2) -include tests/kernels/avx512_simde.h $(EMU_RENAME) -Wno-psabi \
+	  -MMD -MP -c $< -o $@
+$(BUILD)/tests/kernels/%_avx512emu: tests/kernels/%.c tests/kernels/avx512_emu.h $(EMU_OBJ) $(BUILD)/libqwenc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -DQW_TEST_AVX512_EMU -o $@ $< $(BUILD)/emu/qrepack_avx512vnni.o $(BUILD)/libqwenc.a $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -DQW_TEST_AVX512_EMU -o $@ $< $(EMU_OBJ) $(BUILD)/libqwenc.a $(LDLIBS)
 
 tests: $(TEST_BIN) $(EMU_TEST)
 

@@ -13,6 +13,9 @@
 #include "test.h"
 #define TEST_RNG_SEED 0x51ed270b9e3779b9ull
 #include "test_rng.h"
+#if defined(QW_TEST_AVX512_EMU)
+#include "avx512_emu.h"
+#endif
 
 static const struct {
     qw_dtype dt;
@@ -222,5 +225,10 @@ int main(void) {
         check_quantize(L, ref);
         for (int ti = 0; ti < N_TYPES; ti++) check_type(L, ref, ti);
     }
+#if defined(QW_TEST_AVX512_EMU)
+    const qw_kernels emu = avx512_emu_level();
+    check_quantize(&emu, ref);
+    for (int ti = 0; ti < N_TYPES; ti++) check_type(&emu, ref, ti);
+#endif
     return test_summary();
 }

@@ -31,6 +31,9 @@
 #include "test.h"
 #define TEST_RNG_SEED 0x2545f4914f6cdd1dull
 #include "test_rng.h"
+#if defined(QW_TEST_AVX512_EMU)
+#include "avx512_emu.h"
+#endif
 
 /* The QA8 rule of kernels.h, spelled out independently of the kernels. */
 static void qa8_quantize(void *dst, const float *x, int64_t k) {
@@ -260,6 +263,19 @@ static void check_quantizer(const qw_kernels *L) {
     free(b);
 }
 
+/* Level L's quantizer and every type's matmul_q at every k. */
+static void check_all(const qw_kernels *L, const qw_kernels *ref, const int64_t *ks, size_t nks) {
+    check_quantizer(L);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const int before = test_failed_;
+        CHECK(L->matmul_q[k_types[ti].dt] != NULL, "%s has matmul_q %s", L->name, qw_dtype_name(k_types[ti].dt));
+        if (!L->matmul_q[k_types[ti].dt]) continue;
+        for (size_t ki = 0; ki < nks; ki++) check_level(L, ref, ti, ks[ki]);
+        printf("level %s: matmul_q %s %s\n", L->name, qw_dtype_name(k_types[ti].dt),
+               test_failed_ == before ? "ok" : "FAILED");
+    }
+}
+
 int main(void) {
     /* 13312: rows too long for the AVX-512 prefill's stack buffers (it then
      * falls back to the tiles); 4864: several token blocks there */
@@ -274,19 +290,12 @@ int main(void) {
         check_ref_accuracy(ref, ti, 768, 1);
     }
     const char *const *names = kernels_level_names();
-    for (int i = 0; names[i]; i++) {
-        const qw_kernels *L = kernels_level(names[i]);
-        if (!L) continue;
-        check_quantizer(L);
-        for (int ti = 0; ti < N_TYPES; ti++) {
-            const int before = test_failed_;
-            CHECK(L->matmul_q[k_types[ti].dt] != NULL, "%s has matmul_q %s", L->name, qw_dtype_name(k_types[ti].dt));
-            if (!L->matmul_q[k_types[ti].dt]) continue;
-            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) check_level(L, ref, ti, ks[ki]);
-            printf("level %s: matmul_q %s %s\n", L->name, qw_dtype_name(k_types[ti].dt),
-                   test_failed_ == before ? "ok" : "FAILED");
-        }
-    }
+    for (int i = 0; names[i]; i++)
+        if (kernels_level(names[i])) check_all(kernels_level(names[i]), ref, ks, sizeof ks / sizeof ks[0]);
+#if defined(QW_TEST_AVX512_EMU)
+    const qw_kernels emu = avx512_emu_level();
+    check_all(&emu, ref, ks, sizeof ks / sizeof ks[0]);
+#endif
     /* where the CPU has AVX512-VNNI, the avx512 level runs its own vpdpbusd
      * kernels (checked above like every level), not avx2's */
     const qw_kernels *a2 = kernels_level("avx2"), *a5 = kernels_level("avx512");

@@ -43,9 +43,8 @@ typedef struct {
 } variant;
 
 #if defined(QW_TEST_AVX512_EMU)
-/* tools/avx512_emu_check.sh: qrepack_avx512vnni.c built on SIMDe for a
- * CPU without AVX-512 (tests/kernels/avx512_simde.h), under this name. */
-extern const qw_kernels kernels_qrepack_avx512vnni_emu;
+#include "avx512_emu.h"
+static qw_kernels g_emu;
 #endif
 
 static int variants(variant *v) {
@@ -58,7 +57,8 @@ static int variants(variant *v) {
     if (kernels_cpu_flags() & QW_CPU_AVXVNNI) v[n++] = (variant){"avx2 (without AVX-VNNI)", &kernels_qrepack_avx2};
 #endif
 #if defined(QW_TEST_AVX512_EMU)
-    v[n++] = (variant){"avx512 VNNI (SIMDe emulation)", &kernels_qrepack_avx512vnni_emu};
+    g_emu = avx512_emu_level();
+    v[n++] = (variant){g_emu.name, &g_emu};
 #endif
     return n;
 }
