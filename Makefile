@@ -128,7 +128,7 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libqwenc.a
 # installed; elsewhere nothing. -O1: GCC takes minutes per file at -O2
 # on SIMDe's 512-bit emulation, and minutes more with -g.
 ifneq (,$(FLAGS_AVX2))
-  HAVE_SIMDE := $(shell echo '\#include <simde/x86/avx512.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+  HAVE_SIMDE := $(shell $(CC) -E -x c -include simde/x86/avx512.h /dev/null >/dev/null 2>&1 && echo 1)
 endif
 EMU_OBJ  := $(patsubst %,$(BUILD)/emu/%.o,qdot_avx512vnni kquant_avx512vnni qrepack_avx512vnni)
 EMU_TEST := $(if $(HAVE_SIMDE),$(patsubst %,$(BUILD)/tests/kernels/%_avx512emu,test_qdot test_qdot_kquant test_qrepack))
