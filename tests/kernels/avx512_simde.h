@@ -1,13 +1,14 @@
-/* avx512_simde.h - force-included (-include) by tools/avx512_emu_check.sh
- * when it compiles an AVX-512 kernel file for a CPU without AVX-512 (a Zen
- * 3): the _mm512_* / AVX512-VL / VNNI intrinsics and types the kernels
+/* avx512_simde.h - force-included (-include) by the Makefile's emulated
+ * objects (EMU_OBJ) when it compiles the avx512 level's integer kernel
+ * files (qdot_, kquant_, qrepack_avx512vnni.c) for a CPU without AVX-512
+ * (a Zen 3): the _mm512_* / AVX512-VL / VNNI intrinsics and types they
  * use become SIMDe's portable ones (Debian's libsimde-dev), which run
  * them on AVX2; the AVX2, FMA and F16C intrinsics stay native. The
- * kernel checker then compares the emulated kernel with its plain-C twin,
- * so a layout change can be proven on every x86 level's code from one
- * machine. It proves the code's logic, not the compiler's AVX-512 code
- * generation (that needs the real CPU). Test-only: never in a product
- * build.
+ * kernel checkers then compare the emulated kernels with their plain-C
+ * twins (tests/kernels/avx512_emu.h), so a change to those files can be
+ * checked from a machine without AVX-512. It proves the code's logic, not
+ * the compiler's AVX-512 code generation (that needs the real CPU), and
+ * not AMX. Test-only: never in a product build.
  */
 #ifndef QW_AVX512_SIMDE_H
 #define QW_AVX512_SIMDE_H
@@ -117,48 +118,38 @@ static inline simde__m512 qw_emu_cvtph_ps(__m256i a) {
     memcpy((char *)&r + 32, &hi, 32);
     return r;
 }
-static inline void qw_emu_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 a) {
-    float x[16];
-    memcpy(x, &a, 64);
-    for (int i = 0; i < 16; i++)
-        if (k >> i & 1) memcpy((float *)p + i, x + i, 4);
-}
 #define _mm512_cvtepi32_ps qw_emu_cvtepi32_ps
 #define _mm512_cvtepi8_epi32 qw_emu_cvtepi8_epi32
 #define _mm512_cvtepu8_epi32 qw_emu_cvtepu8_epi32
 #define _mm512_cvtph_ps qw_emu_cvtph_ps
-#define _mm512_mask_storeu_ps qw_emu_mask_storeu_ps
 
+/* The masked loads and stores: lane i (size bytes) moves only where bit i
+ * of k is set, so, as on the CPU, nothing outside the mask is touched. */
+static inline void qw_emu_masked_copy(void *dst, const void *src, uint64_t k, int lanes, size_t size) {
+    for (int i = 0; i < lanes; i++)
+        if (k >> i & 1) memcpy((char *)dst + size * (size_t)i, (const char *)src + size * (size_t)i, size);
+}
+static inline void qw_emu_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 a) {
+    qw_emu_masked_copy(p, &a, k, 16, 4);
+}
 static inline __m256 qw_emu_maskz_loadu_ps256(simde__mmask8 k, const void *p) {
-    float y[8] = {0};
-    __m256 r;
-    for (int i = 0; i < 8; i++)
-        if (k >> i & 1) memcpy(y + i, (const float *)p + i, 4);
-    memcpy(&r, y, 32);
+    __m256 r = _mm256_setzero_ps();
+    qw_emu_masked_copy(&r, p, k, 8, 4);
     return r;
 }
 static inline __m256i qw_emu_maskz_loadu_epi32_256(simde__mmask8 k, const void *p) {
-    int32_t y[8] = {0};
-    __m256i r;
-    for (int i = 0; i < 8; i++)
-        if (k >> i & 1) memcpy(y + i, (const int32_t *)p + i, 4);
-    memcpy(&r, y, 32);
+    __m256i r = _mm256_setzero_si256();
+    qw_emu_masked_copy(&r, p, k, 8, 4);
     return r;
 }
 static inline simde__m512i qw_emu_maskz_loadu_epi32(simde__mmask16 k, const void *p) {
-    int32_t y[16] = {0};
-    simde__m512i r;
-    for (int i = 0; i < 16; i++)
-        if (k >> i & 1) memcpy(y + i, (const int32_t *)p + i, 4);
-    memcpy(&r, y, 64);
+    simde__m512i r = simde_mm512_setzero_si512();
+    qw_emu_masked_copy(&r, p, k, 16, 4);
     return r;
 }
 static inline simde__m512i qw_emu_maskz_loadu_epi8(simde__mmask64 k, const void *p) {
-    uint8_t y[64] = {0};
-    simde__m512i r;
-    for (int i = 0; i < 64; i++)
-        if (k >> i & 1) y[i] = ((const uint8_t *)p)[i];
-    memcpy(&r, y, 64);
+    simde__m512i r = simde_mm512_setzero_si512();
+    qw_emu_masked_copy(&r, p, k, 64, 1);
     return r;
 }
 /* vpmovdb: each int32 truncated to its low byte */
@@ -225,6 +216,7 @@ static inline simde__m512i qw_emu_shuffle_epi32(simde__m512i a, int imm) {
     memcpy(&r, y, 64);
     return r;
 }
+#define _mm512_mask_storeu_ps qw_emu_mask_storeu_ps
 #define _mm256_maskz_loadu_ps qw_emu_maskz_loadu_ps256
 #define _mm256_maskz_loadu_epi32 qw_emu_maskz_loadu_epi32_256
 #define _mm512_maskz_loadu_epi32 qw_emu_maskz_loadu_epi32
