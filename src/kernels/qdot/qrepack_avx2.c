@@ -45,6 +45,26 @@ INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
 /* Activation dword j of the block (4 quants), in every lane. */
 INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int)ld_u32(xq + 4 * j)); }
 
+/* Vectors u[j0 .. j0 + G) against their activation dwords: vpmaddubsw's
+ * int16 pairs summed in int16 (exact: the bounds above). serial: keep the
+ * sum one chain, vector after vector (the empty asm stops GCC from
+ * reassociating it). The K-quant tiles want that: as a tree its partial
+ * sums, beside the 8 weight vectors of a part held across the token loop
+ * and the sub-block's float scales, needed more than the 16 ymm registers
+ * and GCC spilled weight vectors inside the loop (8 stack accesses per
+ * token and part in Q4_K's); without them bench_qdot -d q4_k -n 128 ran
+ * 19% faster, Q5_K 14% (docs/PERFORMANCE.md). The block-32 tiles keep the
+ * tree: Q4_0's spilled little and its chain ran 2-4% slower. */
+INLINE __m256i pair_sum(const __m256i *u, const uint8_t *xq, int j0, int G, int serial) {
+    __m256i p = _mm256_maddubs_epi16(u[j0], x_dword(xq, j0));
+    UNROLL
+    for (int j = j0 + 1; j < j0 + G; j++) {
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[j], x_dword(xq, j)));
+        if (serial) __asm__("" : "+x"(p));
+    }
+    return p;
+}
+
 INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     const __m256i ones = _mm256_set1_epi16(1);
     if (T == QW_Q8_0) {
@@ -60,12 +80,7 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     const int G = has_qh(T) ? 4 : 8;
     __m256i isum = _mm256_setzero_si256();
     UNROLL
-    for (int j0 = 0; j0 < 8; j0 += G) {
-        __m256i p = _mm256_maddubs_epi16(w->a[j0], x_dword(xq, j0));
-        UNROLL
-        for (int j = j0 + 1; j < j0 + G; j++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w->a[j], x_dword(xq, j)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
-    }
+    for (int j0 = 0; j0 < 8; j0 += G) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pair_sum(w->a, xq, j0, G, 0), ones));
     /* s * 2^k, not s << k: s is often negative */
     if (off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(s * (1 << off_log2(T))));
     return isum;
@@ -83,12 +98,7 @@ INLINE __m256i rk_dot(int T, const __m256i u[8], const uint8_t *xq) {
     const int G = T == QW_Q5_K ? 4 : 8;
     __m256i dot = _mm256_setzero_si256();
     UNROLL
-    for (int j0 = 0; j0 < 8; j0 += G) {
-        __m256i p = _mm256_maddubs_epi16(u[j0], x_dword(xq, j0));
-        UNROLL
-        for (int j = j0 + 1; j < j0 + G; j++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[j], x_dword(xq, j)));
-        dot = _mm256_add_epi32(dot, _mm256_madd_epi16(p, ones));
-    }
+    for (int j0 = 0; j0 < 8; j0 += G) dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pair_sum(u, xq, j0, G, 1), ones));
     return dot;
 }
 
