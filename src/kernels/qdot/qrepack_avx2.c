@@ -53,8 +53,9 @@ INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int
  * and the sub-block's float scales, needed more than the 16 ymm registers
  * and GCC spilled weight vectors inside the loop (8 stack accesses per
  * token and part in Q4_K's); without them bench_qdot -d q4_k -n 128 ran
- * 19% faster, Q5_K 14% (docs/PERFORMANCE.md). The block-32 tiles keep the
- * tree: Q4_0's spilled little and its chain ran 2-4% slower. */
+ * 19% faster, Q5_K 14%; Q6_K's q6_isum, one chain of its 4 pairs, 10%
+ * (docs/PERFORMANCE.md). The block-32 tiles keep the tree: Q4_0's spilled
+ * little and its chain ran 2-4% slower. */
 INLINE __m256i pair_sum(const __m256i *u, const uint8_t *xq, int j0, int G, int serial) {
     __m256i p = _mm256_maddubs_epi16(u[j0], x_dword(xq, j0));
     UNROLL
@@ -121,18 +122,18 @@ INLINE void q6_scales(const uint8_t *tb, int j, int p, q6_sc *s) {
 }
 
 INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, const int16_t h[2]) {
-    __m256i p[4];
+    /* one chain, as pair_sum's, for the same reason (4 pairs of vectors) */
+    __m256i sum = _mm256_setzero_si256();
     UNROLL
-    for (int i = 0; i < 4; i++)
-        p[i] = _mm256_add_epi16(_mm256_maddubs_epi16(u[2 * i], x_dword(xq, 2 * i)),
-                                _mm256_maddubs_epi16(u[2 * i + 1], x_dword(xq, 2 * i + 1)));
-    const __m256i half0 = _mm256_add_epi32(_mm256_madd_epi16(p[0], s->sc0), _mm256_madd_epi16(p[1], s->sc0));
-    const __m256i half1 = _mm256_add_epi32(_mm256_madd_epi16(p[2], s->sc1), _mm256_madd_epi16(p[3], s->sc1));
+    for (int i = 0; i < 4; i++) {
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair_sum(u, xq, 2 * i, 2, 1), i < 2 ? s->sc0 : s->sc1));
+        __asm__("" : "+x"(sum));
+    }
     uint32_t hh;
     memcpy(&hh, h, 4);
     /* times 32 as a shift: the lane is an int32, two's complement */
     const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(s->pair, _mm256_set1_epi32((int)hh)), 5);
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_add_epi32(half0, half1), off));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, off));
 }
 
 #include "kernels/qdot/qrepack_ktiles_ymm.h"
