@@ -45,23 +45,26 @@ INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
 /* Activation dword j of the block (4 quants), in every lane. */
 INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int)ld_u32(xq + 4 * j)); }
 
+/* An empty asm that "changes" v: GCC cannot reassociate a sum across it,
+ * so a chain of adds stays a chain (pair_sum, q6_isum). */
+#define KEEP_CHAIN(v) __asm__("" : "+x"(v))
+
 /* Vectors u[j0 .. j0 + G) against their activation dwords: vpmaddubsw's
  * int16 pairs summed in int16 (exact: the bounds above). serial: keep the
- * sum one chain, vector after vector (the empty asm stops GCC from
- * reassociating it). The K-quant tiles want that: as a tree its partial
- * sums, beside the 8 weight vectors of a part held across the token loop
- * and the sub-block's float scales, needed more than the 16 ymm registers
- * and GCC spilled weight vectors inside the loop (8 stack accesses per
- * token and part in Q4_K's); without them bench_qdot -d q4_k -n 128 ran
- * 19% faster, Q5_K 14%; Q6_K's q6_isum, one chain of its 4 pairs, 10%
- * (docs/PERFORMANCE.md). The block-32 tiles keep the tree: Q4_0's spilled
- * little and its chain ran 2-4% slower. */
+ * sum one chain, vector after vector (KEEP_CHAIN). The K-quant tiles want
+ * that: as a tree its partial sums, beside the 8 weight vectors of a part
+ * held across the token loop and the sub-block's float scales, needed
+ * more than the 16 ymm registers and GCC spilled weight vectors inside
+ * the loop (8 stack accesses per token and part in Q4_K's); without them
+ * bench_qdot -d q4_k -n 128 ran 19% faster, Q5_K 14%; Q6_K's q6_isum, one
+ * chain of its 4 pairs, 10% (docs/PERFORMANCE.md). The block-32 tiles
+ * keep the tree: Q4_0's spilled little and its chain ran 2-4% slower. */
 INLINE __m256i pair_sum(const __m256i *u, const uint8_t *xq, int j0, int G, int serial) {
     __m256i p = _mm256_maddubs_epi16(u[j0], x_dword(xq, j0));
     UNROLL
     for (int j = j0 + 1; j < j0 + G; j++) {
         p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[j], x_dword(xq, j)));
-        if (serial) __asm__("" : "+x"(p));
+        if (serial) KEEP_CHAIN(p);
     }
     return p;
 }
@@ -122,12 +125,12 @@ INLINE void q6_scales(const uint8_t *tb, int j, int p, q6_sc *s) {
 }
 
 INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, const int16_t h[2]) {
-    /* one chain, as pair_sum's, for the same reason (4 pairs of vectors) */
+    /* one chain of the 4 scaled pairs, as pair_sum's, for the same reason */
     __m256i sum = _mm256_setzero_si256();
     UNROLL
     for (int i = 0; i < 4; i++) {
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair_sum(u, xq, 2 * i, 2, 1), i < 2 ? s->sc0 : s->sc1));
-        __asm__("" : "+x"(sum));
+        KEEP_CHAIN(sum);
     }
     uint32_t hh;
     memcpy(&hh, h, 4);
