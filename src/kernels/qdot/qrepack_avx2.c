@@ -42,14 +42,13 @@ INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
     }
 }
 
-/* Activation dword j of the block (4 quants), in every lane. */
-INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int)ld_u32(xq + 4 * j)); }
 
 /* An empty asm that "changes" v: GCC cannot reassociate a sum across it,
  * so a chain of adds stays a chain (pair_sum, q6_isum). */
 #define KEEP_CHAIN(v) __asm__("" : "+x"(v))
 
-/* Vectors u[j0 .. j0 + G) against their activation dwords: vpmaddubsw's
+/* Vectors u[j0 .. j0 + G) against their activation dwords (x_at: xb's
+ * when the caller broadcast them, else from xq): vpmaddubsw's
  * int16 pairs summed in int16 (exact: the bounds above). serial: keep the
  * sum one chain, vector after vector (KEEP_CHAIN). The K-quant tiles want
  * that: as a tree its partial sums, beside the 8 weight vectors of a part
@@ -59,11 +58,11 @@ INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int
  * bench_qdot -d q4_k -n 128 ran 19% faster, Q5_K 14%; Q6_K's q6_isum, one
  * chain of its 4 pairs, 10% (docs/PERFORMANCE.md). The block-32 tiles
  * keep the tree: Q4_0's spilled little and its chain ran 2-4% slower. */
-INLINE __m256i pair_sum(const __m256i *u, const uint8_t *xq, int j0, int G, int serial) {
-    __m256i p = _mm256_maddubs_epi16(u[j0], x_dword(xq, j0));
+INLINE __m256i pair_sum(const __m256i *u, const uint8_t *xq, const __m256i *xb, int j0, int G, int serial) {
+    __m256i p = _mm256_maddubs_epi16(u[j0], x_at(xq, xb, j0));
     UNROLL
     for (int j = j0 + 1; j < j0 + G; j++) {
-        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[j], x_dword(xq, j)));
+        p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[j], x_at(xq, xb, j)));
         if (serial) KEEP_CHAIN(p);
     }
     return p;
@@ -84,7 +83,7 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     const int G = has_qh(T) ? 4 : 8;
     __m256i isum = _mm256_setzero_si256();
     UNROLL
-    for (int j0 = 0; j0 < 8; j0 += G) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pair_sum(w->a, xq, j0, G, 0), ones));
+    for (int j0 = 0; j0 < 8; j0 += G) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pair_sum(w->a, xq, NULL, j0, G, 0), ones));
     /* s * 2^k, not s << k: s is often negative */
     if (off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(s * (1 << off_log2(T))));
     return isum;
@@ -94,15 +93,16 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
 
 /* ---- The K-quants' hooks for qrepack_ktiles_ymm.h. */
 
-/* One token's block (32 quants at xq) against part u of a Q4_K / Q5_K
- * sub-block: exact int32 per row (Q4_K's weights <= 15: the 8 vectors'
- * pairs add up in int16; Q5_K's <= 31: two groups of 4). */
-INLINE __m256i rk_dot(int T, const __m256i u[8], const uint8_t *xq) {
+/* One token's block (32 quants at xq; xb: NULL or its dwords broadcast,
+ * qrepack_ktiles_ymm.h) against part u of a Q4_K / Q5_K sub-block: exact
+ * int32 per row (Q4_K's weights <= 15: the 8 vectors' pairs add up in
+ * int16; Q5_K's <= 31: two groups of 4). */
+INLINE __m256i rk_dot(int T, const __m256i u[8], const uint8_t *xq, const __m256i *xb) {
     const __m256i ones = _mm256_set1_epi16(1);
     const int G = T == QW_Q5_K ? 4 : 8;
     __m256i dot = _mm256_setzero_si256();
     UNROLL
-    for (int j0 = 0; j0 < 8; j0 += G) dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pair_sum(u, xq, j0, G, 1), ones));
+    for (int j0 = 0; j0 < 8; j0 += G) dot = _mm256_add_epi32(dot, _mm256_madd_epi16(pair_sum(u, xq, xb, j0, G, 1), ones));
     return dot;
 }
 
@@ -124,18 +124,16 @@ INLINE void q6_scales(const uint8_t *tb, int j, int p, q6_sc *s) {
     s->pair = _mm256_or_si256(_mm256_and_si256(a, lo16), _mm256_slli_epi32(c, 16));
 }
 
-INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, const int16_t h[2]) {
+INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, const __m256i *xb, const int16_t h[2]) {
     /* one chain of the 4 scaled pairs, as pair_sum's, for the same reason */
     __m256i sum = _mm256_setzero_si256();
     UNROLL
     for (int i = 0; i < 4; i++) {
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair_sum(u, xq, 2 * i, 2, 1), i < 2 ? s->sc0 : s->sc1));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair_sum(u, xq, xb, 2 * i, 2, 1), i < 2 ? s->sc0 : s->sc1));
         KEEP_CHAIN(sum);
     }
-    uint32_t hh;
-    memcpy(&hh, h, 4);
     /* times 32 as a shift: the lane is an int32, two's complement */
-    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(s->pair, _mm256_set1_epi32((int)hh)), 5);
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(s->pair, x_at((const uint8_t *)h, xb ? xb + 8 : NULL, 0)), 5);
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, off));
 }
 

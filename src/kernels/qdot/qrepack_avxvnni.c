@@ -26,8 +26,8 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
     UNROLL
     for (int j = 0; j < 8; j += 2) { /* two chains: half the latency */
-        p0 = _mm256_dpbusd_avx_epi32(p0, w->u[j], _mm256_set1_epi32((int)ld_u32(xq + 4 * j)));
-        p1 = _mm256_dpbusd_avx_epi32(p1, w->u[j + 1], _mm256_set1_epi32((int)ld_u32(xq + 4 * j + 4)));
+        p0 = _mm256_dpbusd_avx_epi32(p0, w->u[j], x_dword(xq, j));
+        p1 = _mm256_dpbusd_avx_epi32(p1, w->u[j + 1], x_dword(xq, j + 1));
     }
     __m256i isum = _mm256_add_epi32(p0, p1);
     /* s * 2^k, not s << k: s is often negative */
@@ -39,13 +39,13 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
 
 /* ---- The K-quants' hooks for qrepack_ktiles_ymm.h: the same vpdpbusd
  * chains (no saturation, so no grouping by weight size). */
-INLINE __m256i rk_dot(int T, const __m256i u[8], const uint8_t *xq) {
+INLINE __m256i rk_dot(int T, const __m256i u[8], const uint8_t *xq, const __m256i *xb) {
     (void)T;
     __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
     UNROLL
     for (int j = 0; j < 8; j += 2) {
-        p0 = _mm256_dpbusd_avx_epi32(p0, u[j], _mm256_set1_epi32((int)ld_u32(xq + 4 * j)));
-        p1 = _mm256_dpbusd_avx_epi32(p1, u[j + 1], _mm256_set1_epi32((int)ld_u32(xq + 4 * j + 4)));
+        p0 = _mm256_dpbusd_avx_epi32(p0, u[j], x_at(xq, xb, j));
+        p1 = _mm256_dpbusd_avx_epi32(p1, u[j + 1], x_at(xq, xb, j + 1));
     }
     return _mm256_add_epi32(p0, p1);
 }
@@ -63,12 +63,12 @@ INLINE void q6_scales(const uint8_t *tb, int j, int p, q6_sc *s) {
     s->sc1 = _mm256_cvtepi32_ps(q6_sc_i32(tb + Q6_SC + 32 * j + 16 + 8 * p));
 }
 
-INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, const int16_t h[2]) {
+INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, const __m256i *xb, const int16_t h[2]) {
     __m256i h0 = _mm256_set1_epi32(-32 * h[0]), h1 = _mm256_set1_epi32(-32 * h[1]);
     UNROLL
     for (int v = 0; v < 4; v++) {
-        h0 = _mm256_dpbusd_avx_epi32(h0, u[v], _mm256_set1_epi32((int)ld_u32(xq + 4 * v)));
-        h1 = _mm256_dpbusd_avx_epi32(h1, u[4 + v], _mm256_set1_epi32((int)ld_u32(xq + 16 + 4 * v)));
+        h0 = _mm256_dpbusd_avx_epi32(h0, u[v], x_at(xq, xb, v));
+        h1 = _mm256_dpbusd_avx_epi32(h1, u[4 + v], x_at(xq, xb, 4 + v));
     }
     return _mm256_fmadd_ps(s->sc1, _mm256_cvtepi32_ps(h1), _mm256_mul_ps(s->sc0, _mm256_cvtepi32_ps(h0)));
 }

@@ -3,15 +3,16 @@
  * K and Q6_K tile blocks, as two ymm parts of 8 rows (qrepack_ymm.h), and
  * the entries of the includer's table (QR_KQUANT_ENTRIES). What differs
  * per ISA is the integer dot product, from the including file:
- *   rk_dot(T, u, xq): part p of sub-block j (u, 8 vectors of unsigned
- *     weights) against one token's block of 32 activations: the exact
- *     int32 sum per row;
+ *   rk_dot(T, u, xq, xb): part p of sub-block j (u, 8 vectors of
+ *     unsigned weights) against one token's block of 32 activations at
+ *     xq: the exact int32 sum per row (xb: NULL, or the block's 8 dwords
+ *     already broadcast, x_at in qrepack_ymm.h);
  *   q6_sc, q6_scales(tb, j, p, &s): sub-block j's two signed 6-bit scales
  *     of part p's rows, in the form q6_isum wants, once per tile block;
- *   q6_isum(u, &s, xq, h): Q6_K's isum = sc_2j half_0 + sc_2j+1 half_1 as
+ *   q6_isum(u, &s, xq, xb, h): Q6_K's isum = sc_2j half_0 + sc_2j+1 half_1 as
  *     floats (exact: integers below 2^24), half = sum (q - 32) qx over 16
  *     weights, with h = the two halves' activation sums (the QA8 row's h
- *     section, kernels.h).
+ *     section, kernels.h; xb[8], where xb is given, the pair broadcast).
  *
  * The float steps are qrepack_ref.c's (kquant_ref.c's), per row lane:
  *   Q4_K, Q5_K: dsc = d sc and dmn = dmin mn once per tile block and part,
@@ -19,8 +20,10 @@
  *   Q6_K: acc[j] = fmaf(d dx, isum, acc[j]);
  * then tree_rows, so every row gets the reference's bits whatever n
  * (batch invariant). Tokens go in blocks of QR_TB_K, each part of a tile
- * block unpacked once per token block; decode is the same loop with one
- * token. Without these tiles the avx2 level ran the row tiles of
+ * block unpacked once per token block (rk_tile, tile_q6); decode (one
+ * token: rk_one, q6_one) goes sub-block by sub-block, both parts under one
+ * broadcast of the token's block, as the same steps per accumulator.
+ * Without these tiles the avx2 level ran the row tiles of
  * kquant_avx2.c, whose horizontal sums per row and token left the real
  * 1.5B's prefill at 0.95x an AVX2 build of llama.cpp (Q4_K, Q5_K), and
  * its Q6_K matmuls (ffn_down and attn_v in half the layers, the 1.5B's
@@ -51,10 +54,9 @@ INLINE __m256 rk_bytes(const uint8_t *p8) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p8)));
 }
 
-/* NT tokens against a whole K tile; one token (decode) prefetches pf bytes
- * ahead (0: none), as qrepack_avx512vnni.c's tile_k. */
+/* NT tokens (2 .. QR_TB_K) against a whole K tile. */
 INLINE void rk_tile(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile,
-                    int64_t k, int lo, int hi, int64_t pf) {
+                    int64_t k, int lo, int hi) {
     const int64_t nsb = k / 256, nb = k / 32;
     const int S = k_size(T);
     int p0, p1;
@@ -70,7 +72,6 @@ INLINE void rk_tile(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq
             const __m256 d = vf_f16(tb, p), dmin = vf_f16(tb + 32, p);
             UNROLL
             for (int j = 0; j < 8; j++) {
-                if (p == p0) prefetch_ahead(tb + j * (S / 8), pf, S / 8);
                 __m256i u[8];
                 rk_unpack(T, tb, j, p, u);
                 const __m256 dsc = _mm256_mul_ps(d, rk_bytes(tb + K_SC + 16 * j + 8 * p));
@@ -83,7 +84,7 @@ INLINE void rk_tile(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq
                     memcpy(&ds, xr + k + 8 * nb + 4 * b, 4);
                     __m256 a = acc[t][p][j];
                     a = _mm256_fmadd_ps(_mm256_set1_ps(dx),
-                                        _mm256_mul_ps(dsc, _mm256_cvtepi32_ps(rk_dot(T, u, xr + 32 * b))), a);
+                                        _mm256_mul_ps(dsc, _mm256_cvtepi32_ps(rk_dot(T, u, xr + 32 * b, NULL))), a);
                     acc[t][p][j] = _mm256_fnmadd_ps(dmn, _mm256_set1_ps(ds), a); /* -(dmn ds) + a, one rounding */
                 }
             }
@@ -111,7 +112,7 @@ INLINE void q6_unpack(const uint8_t *tb, int j, int p, __m256i u[8]) {
 }
 
 INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int NT, const uint8_t *tile, int64_t k,
-                    int lo, int hi, int64_t pf) {
+                    int lo, int hi) {
     const int64_t nsb = k / 256, nb = k / 32;
     int p0, p1;
     parts_of(lo, hi, &p0, &p1);
@@ -126,7 +127,6 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
             const __m256 d = vf_f16(tb, p);
             UNROLL
             for (int j = 0; j < 8; j++) {
-                if (p == p0) prefetch_ahead(tb + j * (Q6_SIZE / 8), pf, Q6_SIZE / 8);
                 __m256i u[8];
                 q6_unpack(tb, j, p, u);
                 q6_sc s;
@@ -138,7 +138,7 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
                     int16_t h[2];
                     memcpy(&dx, xr + k + 4 * b, 4);
                     memcpy(h, xr + k + 12 * nb + 4 * b, 4);
-                    const __m256 isum = q6_isum(u, &s, xr + 32 * b, h);
+                    const __m256 isum = q6_isum(u, &s, xr + 32 * b, NULL, h);
                     acc[t][p][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)), isum, acc[t][p][j]);
                 }
             }
@@ -146,6 +146,87 @@ INLINE void tile_q6(float *Y, int64_t ldy, const uint8_t *X, int64_t ldxq, int N
     }
     for (int t = 0; t < NT; t++)
         for (int p = p0; p < p1; p++) store_part(Y + t * ldy, p, lo, hi, tree_rows(acc[t][p]));
+}
+
+/* One token (decode), Q4_K / Q5_K: rk_tile's steps per part and
+ * sub-block, in the order sub-block, then part, so the two parts share one
+ * broadcast of the block's 8 activation dwords and of dx and ds (rk_tile
+ * broadcasts them per part and token: the K types' decode was compute
+ * bound on one thread, docs/PERFORMANCE.md). Same float steps per
+ * accumulator, so the same bits. */
+INLINE void rk_one(int T, float *y, const uint8_t *xr, const uint8_t *tile, int64_t k, int lo, int hi, int64_t pf) {
+    const int64_t nsb = k / 256, nb = k / 32;
+    const int S = k_size(T);
+    int p0, p1;
+    parts_of(lo, hi, &p0, &p1);
+    __m256 acc[QR_PARTS][8];
+    for (int p = 0; p < QR_PARTS; p++)
+        UNROLL
+    for (int i = 0; i < 8; i++) acc[p][i] = _mm256_setzero_ps();
+    for (int64_t B = 0; B < nsb; B++) {
+        const uint8_t *tb = tile + B * S;
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            prefetch_ahead(tb + j * (S / 8), pf, S / 8);
+            const int64_t b = 8 * B + j;
+            const uint8_t *xq = xr + 32 * b;
+            __m256i xb[8];
+            UNROLL
+            for (int i = 0; i < 8; i++) xb[i] = x_dword(xq, i);
+            float dx, ds;
+            memcpy(&dx, xr + k + 4 * b, 4);
+            memcpy(&ds, xr + k + 8 * nb + 4 * b, 4);
+            const __m256 vdx = _mm256_set1_ps(dx), vds = _mm256_set1_ps(ds);
+            for (int p = p0; p < p1; p++) {
+                __m256i u[8];
+                rk_unpack(T, tb, j, p, u);
+                const __m256 dsc = _mm256_mul_ps(vf_f16(tb, p), rk_bytes(tb + K_SC + 16 * j + 8 * p));
+                const __m256 dmn = _mm256_mul_ps(vf_f16(tb + 32, p), rk_bytes(tb + K_MN + 16 * j + 8 * p));
+                __m256 a = _mm256_fmadd_ps(vdx, _mm256_mul_ps(dsc, _mm256_cvtepi32_ps(rk_dot(T, u, xq, xb))), acc[p][j]);
+                acc[p][j] = _mm256_fnmadd_ps(dmn, vds, a);
+            }
+        }
+    }
+    for (int p = p0; p < p1; p++) store_part(y, p, lo, hi, tree_rows(acc[p]));
+}
+
+/* One token (decode), Q6_K: tile_q6's steps in rk_one's order, the parts
+ * sharing the broadcast dwords, the h pair (xb[8]) and dx. */
+INLINE void q6_one(float *y, const uint8_t *xr, const uint8_t *tile, int64_t k, int lo, int hi, int64_t pf) {
+    const int64_t nsb = k / 256, nb = k / 32;
+    int p0, p1;
+    parts_of(lo, hi, &p0, &p1);
+    __m256 acc[QR_PARTS][8];
+    for (int p = 0; p < QR_PARTS; p++)
+        UNROLL
+    for (int i = 0; i < 8; i++) acc[p][i] = _mm256_setzero_ps();
+    for (int64_t B = 0; B < nsb; B++) {
+        const uint8_t *tb = tile + B * Q6_SIZE;
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            prefetch_ahead(tb + j * (Q6_SIZE / 8), pf, Q6_SIZE / 8);
+            const int64_t b = 8 * B + j;
+            const uint8_t *xq = xr + 32 * b, *h = xr + k + 12 * nb + 4 * b;
+            __m256i xb[9];
+            UNROLL
+            for (int i = 0; i < 8; i++) xb[i] = x_dword(xq, i);
+            xb[8] = x_dword(h, 0);
+            int16_t hh[2];
+            memcpy(hh, h, 4);
+            float dx;
+            memcpy(&dx, xr + k + 4 * b, 4);
+            const __m256 vdx = _mm256_set1_ps(dx);
+            for (int p = p0; p < p1; p++) {
+                __m256i u[8];
+                q6_unpack(tb, j, p, u);
+                q6_sc s;
+                q6_scales(tb, j, p, &s);
+                const __m256 isum = q6_isum(u, &s, xq, xb, hh);
+                acc[p][j] = _mm256_fmadd_ps(_mm256_mul_ps(vf_f16(tb, p), vdx), isum, acc[p][j]);
+            }
+        }
+    }
+    for (int p = p0; p < p1; p++) store_part(y, p, lo, hi, tree_rows(acc[p]));
 }
 
 /* T: Q4_K, Q5_K or Q6_K. */
@@ -165,13 +246,12 @@ INLINE void matmul_qr_k(int T, float *Y, int64_t ldy, const void *XQ, int64_t ld
             const uint8_t *tile = (const uint8_t *)W + r * tile_bytes;
             for (int64_t t0 = g0; t0 < g1; t0 += QR_TB_K) {
                 const int NT = g1 - t0 < QR_TB_K ? (int)(g1 - t0) : QR_TB_K;
-                /* NT == 1 (decode) gets its own copy with the token loop folded */
                 if (T == QW_Q6_K) {
-                    if (NT == 1) tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi, pf);
-                    else tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi, 0);
+                    if (NT == 1) q6_one(y + t0 * ldy, X + t0 * ldxq, tile, k, lo, hi, pf);
+                    else tile_q6(y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
                 } else {
-                    if (NT == 1) rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, 1, tile, k, lo, hi, pf);
-                    else rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi, 0);
+                    if (NT == 1) rk_one(T, y + t0 * ldy, X + t0 * ldxq, tile, k, lo, hi, pf);
+                    else rk_tile(T, y + t0 * ldy, ldy, X + t0 * ldxq, ldxq, NT, tile, k, lo, hi);
                 }
             }
         }

@@ -44,6 +44,13 @@ INLINE void unpack_part_u(int T, const uint8_t *tb, int p, __m256i u[8]) {
     if (has_qh(T)) add_plane(tb + off_qh(T), p, u);
 }
 
+/* Activation dword j of a block (4 quants at xq + 4 j), in every lane;
+ * x_at: xb[j] where the caller broadcast the block's dwords once for
+ * several parts (xb != NULL: the K tiles' decode, qrepack_ktiles_ymm.h),
+ * else x_dword. */
+INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int)ld_u32(xq + 4 * j)); }
+INLINE __m256i x_at(const uint8_t *xq, const __m256i *xb, int j) { return xb ? xb[j] : x_dword(xq, j); }
+
 INLINE qr_vf vf_zero(void) { return _mm256_setzero_ps(); }
 INLINE qr_vf vf_set1(float x) { return _mm256_set1_ps(x); }
 INLINE qr_vf vf_add(qr_vf a, qr_vf b) { return _mm256_add_ps(a, b); }
