@@ -68,13 +68,25 @@ INLINE __m256i pair_sum(const __m256i *u, const uint8_t *xq, const __m256i *xb, 
     return p;
 }
 
-INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
+/* A token's block, its 8 dwords each in every lane, made once for the
+ * parts of a decode step (qrepack_tiles.h). */
+typedef struct {
+    __m256i v[8];
+} qr_xb;
+#define QR_X_SHARED 1
+INLINE void x_block(const uint8_t *xq, qr_xb *xb) {
+    UNROLL
+    for (int j = 0; j < 8; j++) xb->v[j] = x_dword(xq, j);
+}
+
+INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, const qr_xb *xb, int32_t s) {
+    const __m256i *xv = xb ? xb->v : NULL;
     const __m256i ones = _mm256_set1_epi16(1);
     if (T == QW_Q8_0) {
         __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         UNROLL
         for (int j = 0; j < 8; j++) { /* two chains */
-            const __m256i x = _mm256_sign_epi8(x_dword(xq, j), w->q[j]);
+            const __m256i x = _mm256_sign_epi8(x_at(xq, xv, j), w->q[j]);
             p[j % 2] = _mm256_add_epi32(p[j % 2], _mm256_madd_epi16(_mm256_maddubs_epi16(w->a[j], x), ones));
         }
         return _mm256_add_epi32(p[0], p[1]);
@@ -83,7 +95,7 @@ INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
     const int G = has_qh(T) ? 4 : 8;
     __m256i isum = _mm256_setzero_si256();
     UNROLL
-    for (int j0 = 0; j0 < 8; j0 += G) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pair_sum(w->a, xq, NULL, j0, G, 0), ones));
+    for (int j0 = 0; j0 < 8; j0 += G) isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pair_sum(w->a, xq, xv, j0, G, 0), ones));
     /* s * 2^k, not s << k: s is often negative */
     if (off_log2(T) >= 0) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(s * (1 << off_log2(T))));
     return isum;

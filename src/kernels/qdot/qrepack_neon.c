@@ -85,7 +85,12 @@ INLINE int32x4_t dot4(int32x4_t acc, int8x16_t w, uint32_t x) {
     return qw_neon_dot4x4(acc, w, vreinterpretq_s8_u32(vdupq_n_u32(x)));
 }
 
-INLINE int32x4_t part_isum(int T, const qr_w *w, const uint8_t *xq, int32_t s) {
+/* Every part reads the token's block from xq (no QR_X_SHARED here:
+ * qrepack_tiles.h). */
+typedef void qr_xb;
+
+INLINE int32x4_t part_isum(int T, const qr_w *w, const uint8_t *xq, const qr_xb *xb, int32_t s) {
+    (void)xb;
     int32x4_t p0 = vdupq_n_s32(0), p1 = vdupq_n_s32(0);
     UNROLL
     for (int j = 0; j < 8; j += 2) { /* two chains */

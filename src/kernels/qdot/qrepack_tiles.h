@@ -8,7 +8,11 @@
  *   m as floats), store_part (rows [lo, hi) of part p);
  *   qr_w, load_part (part p of a tile block's weights, in the form its dot
  *   product wants) and part_isum (one token's block against it: the
- *   reference's exact isum, one int32 lane per row).
+ *   reference's exact isum, one int32 lane per row);
+ *   qr_xb: a token's block in a form several parts' part_isum can share
+ *   (xb; NULL: the part reads it from xq), and, where the includer
+ *   defines QR_X_SHARED, x_block to make it (decode then goes block by
+ *   block, else part by part).
  *
  * As qrepack_avx512vnni.c (which holds all 16 rows in one zmm): per token,
  * accumulator b % 8 of each part takes one fmadd per block (the
@@ -28,15 +32,16 @@
 
 #define QR_ROWS_PER_PART (QW_RP_ROWS / QR_PARTS)
 
-/* One token's block b on part p of a tile block: the reference's float steps. */
+/* One token's block b on part p of a tile block: the reference's float
+ * steps (xb: NULL, or the block as x_block made it). */
 INLINE qr_vf block_step(int T, const qr_w *w, qr_vf d, qr_vf m, const uint8_t *xr, int64_t k, int64_t nb, int64_t b,
-                        qr_vf acc) {
+                        const qr_xb *xb, qr_vf acc) {
     float dx;
     int32_t s;
     memcpy(&dx, xr + k + 4 * b, 4);
     memcpy(&s, xr + k + 4 * nb + 4 * b, 4);
     const qr_vf vdx = vf_set1(dx);
-    acc = vf_fmadd(vf_mul(d, vdx), vf_of_i32(part_isum(T, w, xr + 32 * b, s)), acc);
+    acc = vf_fmadd(vf_mul(d, vdx), vf_of_i32(part_isum(T, w, xr + 32 * b, xb, s)), acc);
     if (has_min(T)) acc = vf_fmadd(vf_mul(m, vdx), vf_set1((float)s), acc);
     return acc;
 }
@@ -60,6 +65,37 @@ INLINE void prefetch_block(int T, const uint8_t *tb) {
     for (int off = 0; off < S; off += 64) __builtin_prefetch(tb + QR_PF_TILES * S + off);
 }
 
+#ifdef QR_X_SHARED
+/* One token against a whole tile (decode), where the includer defines
+ * QR_X_SHARED (the ymm levels): block by block, the parts sharing one
+ * broadcast of the token's block (x_block; vpbroadcastd takes an FP pipe
+ * on Zen 3 and these kernels run close to their compute bound on one
+ * thread, docs/PERFORMANCE.md), the accumulators in a stack array (L1).
+ * The same float steps per accumulator as the version below. */
+INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, int64_t k, int lo, int hi,
+                     int64_t pf) {
+    const int64_t nb = k / 32;
+    const int S = tile_block_bytes(T);
+    int p0, p1;
+    parts_of(lo, hi, &p0, &p1);
+    qr_vf acc[QR_PARTS][8];
+    for (int p = 0; p < QR_PARTS; p++)
+        UNROLL
+    for (int i = 0; i < 8; i++) acc[p][i] = vf_zero();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tb = tile + b * S;
+        prefetch_ahead(tb, pf, S);
+        qr_xb xb;
+        x_block(xr + 32 * b, &xb);
+        for (int p = p0; p < p1; p++) {
+            qr_w w;
+            load_part(T, tb, p, &w);
+            acc[p][b % 8] = block_step(T, &w, vf_f16(tb, p), part_m(T, tb, p), xr, k, nb, b, &xb, acc[p][b % 8]);
+        }
+    }
+    for (int p = p0; p < p1; p++) store_part(y, p, lo, hi, tree_rows(acc[p]));
+}
+#else
 /* One token against a whole tile (decode). The tile is one in-order
  * stream in huge pages (model/repack.c), prefetched pf bytes ahead only
  * where the CPU's prefetchers do not keep up (cpu.c); prefetching
@@ -87,13 +123,14 @@ INLINE void tile_one(int T, float *y, const uint8_t *tile, const uint8_t *xr, in
                 if (p == p0) prefetch_ahead(tb, pf, S);
                 qr_w w;
                 load_part(T, tb, p, &w);
-                a[i] = block_step(T, &w, vf_f16(tb, p), part_m(T, tb, p), xr, k, nb, g + i, a[i]);
+                a[i] = block_step(T, &w, vf_f16(tb, p), part_m(T, tb, p), xr, k, nb, g + i, NULL, a[i]);
             }
             UNROLL
             for (int i = 0; i < 8; i++) acc[p][i] = a[i];
         }
     for (int p = p0; p < p1; p++) store_part(y, p, lo, hi, tree_rows(acc[p]));
 }
+#endif
 
 /* NT (2..QR_TB) tokens against a whole tile: each part of a tile block
  * unpacked once. */
@@ -116,7 +153,7 @@ INLINE void tile_many(int T, float *Y, int64_t ldy, const uint8_t *X, int64_t ld
             qr_w w;
             load_part(T, tb, p, &w);
             const qr_vf d = vf_f16(tb, p), m = part_m(T, tb, p);
-            for (int t = 0; t < NT; t++) acc[t][p][a] = block_step(T, &w, d, m, X + t * ldxq, k, nb, b, acc[t][p][a]);
+            for (int t = 0; t < NT; t++) acc[t][p][a] = block_step(T, &w, d, m, X + t * ldxq, k, nb, b, NULL, acc[t][p][a]);
         }
     }
     for (int t = 0; t < NT; t++)
