@@ -42,7 +42,6 @@ INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) {
     }
 }
 
-
 /* An empty asm that "changes" v: GCC cannot reassociate a sum across it,
  * so a chain of adds stays a chain (pair_sum, q6_isum). */
 #define KEEP_CHAIN(v) __asm__("" : "+x"(v))
@@ -66,17 +65,6 @@ INLINE __m256i pair_sum(const __m256i *u, const uint8_t *xq, const __m256i *xb, 
         if (serial) KEEP_CHAIN(p);
     }
     return p;
-}
-
-/* A token's block, its 8 dwords each in every lane, made once for the
- * parts of a decode step (qrepack_tiles.h). */
-typedef struct {
-    __m256i v[8];
-} qr_xb;
-#define QR_X_SHARED 1
-INLINE void x_block(const uint8_t *xq, qr_xb *xb) {
-    UNROLL
-    for (int j = 0; j < 8; j++) xb->v[j] = x_dword(xq, j);
 }
 
 INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, const qr_xb *xb, int32_t s) {
@@ -144,8 +132,10 @@ INLINE __m256 q6_isum(const __m256i u[8], const q6_sc *s, const uint8_t *xq, con
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair_sum(u, xq, xb, 2 * i, 2, 1), i < 2 ? s->sc0 : s->sc1));
         KEEP_CHAIN(sum);
     }
-    /* times 32 as a shift: the lane is an int32, two's complement */
-    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(s->pair, x_at((const uint8_t *)h, xb ? xb + 8 : NULL, 0)), 5);
+    /* (h_0, h_1) in every lane (xb[8] where the caller broadcast it);
+     * times 32 as a shift: the lane is an int32, two's complement */
+    const __m256i hv = x_at((const uint8_t *)h, xb ? xb + 8 : NULL, 0);
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(s->pair, hv), 5);
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, off));
 }
 

@@ -22,16 +22,6 @@ typedef struct {
 
 INLINE void load_part(int T, const uint8_t *tb, int p, qr_w *w) { unpack_part_u(T, tb, p, w->u); }
 
-/* A token's block for the parts of a decode step (qrepack_avx2.c's). */
-typedef struct {
-    __m256i v[8];
-} qr_xb;
-#define QR_X_SHARED 1
-INLINE void x_block(const uint8_t *xq, qr_xb *xb) {
-    UNROLL
-    for (int j = 0; j < 8; j++) xb->v[j] = x_dword(xq, j);
-}
-
 INLINE __m256i part_isum(int T, const qr_w *w, const uint8_t *xq, const qr_xb *xb, int32_t s) {
     const __m256i *xv = xb ? xb->v : NULL;
     __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();

@@ -170,9 +170,8 @@ INLINE void rk_one(int T, float *y, const uint8_t *xr, const uint8_t *tile, int6
             prefetch_ahead(tb + j * (S / 8), pf, S / 8);
             const int64_t b = 8 * B + j;
             const uint8_t *xq = xr + 32 * b;
-            __m256i xb[8];
-            UNROLL
-            for (int i = 0; i < 8; i++) xb[i] = x_dword(xq, i);
+            qr_xb xb;
+            x_block(xq, &xb);
             float dx, ds;
             memcpy(&dx, xr + k + 4 * b, 4);
             memcpy(&ds, xr + k + 8 * nb + 4 * b, 4);
@@ -182,7 +181,7 @@ INLINE void rk_one(int T, float *y, const uint8_t *xr, const uint8_t *tile, int6
                 rk_unpack(T, tb, j, p, u);
                 const __m256 dsc = _mm256_mul_ps(vf_f16(tb, p), rk_bytes(tb + K_SC + 16 * j + 8 * p));
                 const __m256 dmn = _mm256_mul_ps(vf_f16(tb + 32, p), rk_bytes(tb + K_MN + 16 * j + 8 * p));
-                __m256 a = _mm256_fmadd_ps(vdx, _mm256_mul_ps(dsc, _mm256_cvtepi32_ps(rk_dot(T, u, xq, xb))), acc[p][j]);
+                __m256 a = _mm256_fmadd_ps(vdx, _mm256_mul_ps(dsc, _mm256_cvtepi32_ps(rk_dot(T, u, xq, xb.v))), acc[p][j]);
                 acc[p][j] = _mm256_fnmadd_ps(dmn, vds, a);
             }
         }
@@ -207,7 +206,7 @@ INLINE void q6_one(float *y, const uint8_t *xr, const uint8_t *tile, int64_t k, 
             prefetch_ahead(tb + j * (Q6_SIZE / 8), pf, Q6_SIZE / 8);
             const int64_t b = 8 * B + j;
             const uint8_t *xq = xr + 32 * b, *h = xr + k + 12 * nb + 4 * b;
-            __m256i xb[9];
+            __m256i xb[9]; /* x_block's 8, then the h pair */
             UNROLL
             for (int i = 0; i < 8; i++) xb[i] = x_dword(xq, i);
             xb[8] = x_dword(h, 0);

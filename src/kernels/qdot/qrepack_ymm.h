@@ -46,10 +46,23 @@ INLINE void unpack_part_u(int T, const uint8_t *tb, int p, __m256i u[8]) {
 
 /* Activation dword j of a block (4 quants at xq + 4 j), in every lane;
  * x_at: xb[j] where the caller broadcast the block's dwords once for
- * several parts (xb != NULL: the K tiles' decode, qrepack_ktiles_ymm.h),
- * else x_dword. */
+ * both parts (xb != NULL: the decode loops of qrepack_tiles.h and
+ * qrepack_ktiles_ymm.h), else x_dword. */
 INLINE __m256i x_dword(const uint8_t *xq, int j) { return _mm256_set1_epi32((int)ld_u32(xq + 4 * j)); }
 INLINE __m256i x_at(const uint8_t *xq, const __m256i *xb, int j) { return xb ? xb[j] : x_dword(xq, j); }
+
+/* A token's block, its 8 dwords each in every lane, made once for the two
+ * parts of a decode step (qrepack_tiles.h's QR_X_SHARED: vpbroadcastd
+ * takes an FP pipe on Zen 3, so broadcasting per part cost the decode
+ * loops, which run close to their compute bound on one thread). */
+typedef struct {
+    __m256i v[8];
+} qr_xb;
+#define QR_X_SHARED 1
+INLINE void x_block(const uint8_t *xq, qr_xb *xb) {
+    UNROLL
+    for (int j = 0; j < 8; j++) xb->v[j] = x_dword(xq, j);
+}
 
 INLINE qr_vf vf_zero(void) { return _mm256_setzero_ps(); }
 INLINE qr_vf vf_set1(float x) { return _mm256_set1_ps(x); }
