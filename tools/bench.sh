@@ -17,7 +17,8 @@
 #    ~/.cache/qwenc-llama); without it qwenc is measured alone, with a message.
 # 3. tools/membw.c, built here for this machine (the bandwidth probe).
 # 4. tools/bench_run.py: prefill PP and decode TG tokens (llama-bench's pp512
-#    and tg128) in interleaved rounds, medians, the decode roofline share;
+#    and tg128) in interleaved rounds, medians, the decode roofline share,
+#    each round's ratios;
 #    build/bench/bench-<date>.md (printed) and .json (raw numbers).
 #
 # Environment:

@@ -26,7 +26,10 @@ the bandwidth probe once), reported as medians:
     (unless it is also the output matrix, tied, then in full). Per file, not
     per run: on a shared host the bandwidth changes by phases minutes long
     (measured 31-36 then 54-64 GB/s), and a probe minutes away from a file's
-    decode made its share meaningless.
+    decode made its share meaningless;
+  - each round's ratios (that round's qwenc run over its llama-bench run),
+    listed under the table: their spread says how far the medians' ratio
+    can be trusted on a noisy host.
 Writes OUT_DIR/bench-<UTC date>.md (a markdown table, also printed) and
 OUT_DIR/bench-<UTC date>.json (settings, machine, every raw figure).
 The llama.cpp side is skipped with a message when --llama-bench is not given
@@ -335,6 +338,11 @@ def main():
         fbw = median(f["bandwidth_gbs"])
         roof = fbw * 1e9 / f["weight_bytes"] if fbw and f["weight_bytes"] else None
         s["roofline"] = roof
+        # Each round's own pair (qwenc's run r over llama.cpp's run r, taken
+        # minutes apart at most): on a noisy host the spread of these says
+        # how far the medians' ratio can be trusted.
+        s["round_ratios"] = [{k: (q[k] / l[k] if q.get(k) and l.get(k) else None) for k in ("prefill", "decode")}
+                             for q, l in zip(f["raw"]["qwenc"], f["raw"]["llama"])]
         f["summary"] = s
         rows.append(f"| {f['label']} | {fmt(f['weight_bytes'] / 1e6 if f['weight_bytes'] else None, 0)} "
                     f"| {fmt(s['qwenc_prefill'])} | {fmt(s['llama_prefill'])} "
@@ -374,6 +382,11 @@ def main():
           f"| file | weights read per token MB | qwenc {pp} tok/s | llama.cpp {pp} | ratio "
           f"| qwenc {tg} tok/s | llama.cpp {tg} | ratio | decode roofline tok/s | qwenc share | llama.cpp share |",
           "|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
+    by_round = [f"- {f['label']}: {pp} " + ", ".join(fmt(r["prefill"], 2) for r in f["summary"]["round_ratios"])
+                + f"; {tg} " + ", ".join(fmt(r["decode"], 2) for r in f["summary"]["round_ratios"])
+                for f in files if f["summary"]["round_ratios"]]
+    if by_round:
+        md += ["Ratios by round (qwenc / llama.cpp, each round's own runs):"] + by_round + [""]
     md += ["Files:"] + [f"- {f['label']}: {f['path']} ({f['size'] / 1e6:.0f} MB)" for f in files]
     if notes:
         md += ["", "Notes:"] + notes

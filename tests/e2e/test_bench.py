@@ -135,6 +135,12 @@ def test_bench_run_report(gguf_model, fakes, tmp_path):
     assert cells[4] == f"{s['qwenc_prefill'] / 1000:.2f}x" and cells[7] == f"{s['qwenc_decode'] / 50:.2f}x", cells
     assert cells[10] == f"{100 * 50 / s['roofline']:.0f}%", cells
     assert "| qwenc pp16 tok/s | llama.cpp pp16 |" in md and "build fake" in md
+    # each round's ratio pairs that round's two runs
+    rr = s["round_ratios"]
+    assert rr == [pytest.approx({"prefill": x["prefill"] / 1000.0, "decode": x["decode"] / 50.0}) for x in q], rr
+    line = next(l for l in md.splitlines() if l.startswith("- tiny: pp16 "))
+    assert line == ("- tiny: pp16 " + ", ".join(f"{x['prefill'] / 1000.0:.2f}" for x in q) + "; tg4 "
+                    + ", ".join(f"{x['decode'] / 50.0:.2f}" for x in q)), line
 
 
 # A probe that reads 10, 20, 30, ... GB/s, one more each call: which file's
