@@ -338,9 +338,7 @@ def main():
         fbw = median(f["bandwidth_gbs"])
         roof = fbw * 1e9 / f["weight_bytes"] if fbw and f["weight_bytes"] else None
         s["roofline"] = roof
-        # Each round's own pair (qwenc's run r over llama.cpp's run r, taken
-        # minutes apart at most): on a noisy host the spread of these says
-        # how far the medians' ratio can be trusted.
+        # qwenc's run r over llama.cpp's run r (see the module's docstring)
         s["round_ratios"] = [{k: (q[k] / l[k] if q.get(k) and l.get(k) else None) for k in ("prefill", "decode")}
                              for q, l in zip(f["raw"]["qwenc"], f["raw"]["llama"])]
         f["summary"] = s

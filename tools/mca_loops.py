@@ -75,9 +75,10 @@ def mca(body, cpu, extra):
         f.flush()
         out = subprocess.run(["llvm-mca", f"-mcpu={cpu}", "-iterations=1000", *extra, f.name], capture_output=True,
                              text=True).stdout
-    cycles = int(re.search(r"Total Cycles:\s+(\d+)", out).group(1)) / 1000
-    rthr = float(re.search(r"Block RThroughput:\s+([\d.]+)", out).group(1))
-    return cycles, rthr, out
+    m_cyc, m_rthr = re.search(r"Total Cycles:\s+(\d+)", out), re.search(r"Block RThroughput:\s+([\d.]+)", out)
+    if not m_cyc or not m_rthr:
+        sys.exit(f"mca_loops: llvm-mca -mcpu={cpu} gave no timing for a loop (unknown CPU or instruction?)")
+    return int(m_cyc.group(1)) / 1000, float(m_rthr.group(1)), out
 
 
 def report(obj, func, args):
