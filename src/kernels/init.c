@@ -52,6 +52,7 @@ static const struct family {
     {LV_AVX2, QW_CPU_AVXVNNI, &kernels_qrepack_avxvnni},
     {LV_AVX512, 0, &kernels_matmul_avx512},
     {LV_AVX512, 0, &kernels_elementwise_avx512},
+    {LV_AVX512, 0, &kernels_attn_avx512},
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_qdot_avx512vnni},
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_kquant_avx512vnni},
     {LV_AVX512, QW_CPU_AVX512VNNI, &kernels_qrepack_avx512vnni},

@@ -37,7 +37,7 @@ extern const qw_kernels kernels_matmul_avx2, kernels_qdot_avx2, kernels_kquant_a
     kernels_elementwise_avx2;
 extern const qw_kernels kernels_qrepack_avx2;
 extern const qw_kernels kernels_qrepack_avxvnni; /* QW_CPU_AVXVNNI */
-extern const qw_kernels kernels_matmul_avx512, kernels_elementwise_avx512;
+extern const qw_kernels kernels_matmul_avx512, kernels_elementwise_avx512, kernels_attn_avx512;
 extern const qw_kernels kernels_qdot_avx512vnni, kernels_kquant_avx512vnni; /* QW_CPU_AVX512VNNI */
 extern const qw_kernels kernels_qrepack_avx512vnni;                         /* QW_CPU_AVX512VNNI */
 extern const qw_kernels kernels_bf16act_avx512bf16;                        /* QW_CPU_AVX512BF16 */

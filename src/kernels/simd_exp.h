@@ -8,8 +8,9 @@
  * irrelevant for softmax (sum >= 1) and silu.
  *
  * Include only from a file compiled for the ISA (elementwise_avx2.c and
- * attn_avx2.c with -mavx2 -mfma; elementwise_neon.c and attn_neon.c on arm64):
- * each variant exists only when the compiler targets it.
+ * attn_avx2.c with -mavx2 -mfma; the *_avx512.c files; elementwise_neon.c
+ * and attn_neon.c on arm64): each variant exists only when the compiler
+ * targets it.
  */
 #ifndef QW_SIMD_EXP_H
 #define QW_SIMD_EXP_H
@@ -32,6 +33,27 @@ static inline __attribute__((always_inline)) __m256 qw_exp8_avx2(__m256 x) {
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+
+/* The same steps on 16 lanes; 2^n applied with vscalefps. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+static inline __attribute__((always_inline)) __m512 qw_exp16_avx512(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n); /* p * 2^n, n integral */
 }
 #endif
 

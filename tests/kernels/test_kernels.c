@@ -733,6 +733,17 @@ static void attn_run_case(const qw_kernels *L, int64_t nt, int64_t nq, int64_t h
     CHECK(bad_ref == 0, "ref attn %s run nt=%lld nq=%lld hd=%lld n0=%lld: %d tokens differ from one-token calls", tn,
           (long long)nt, (long long)nq, (long long)hd, (long long)n0, bad_ref);
     CHECK(bad_gap == 0, "%s attn %s run nt=%lld: wrote between the tokens' rows", L->name, tn, (long long)nt);
+    /* The avx512 kernel gives the avx2 kernel's bits (attn_avx512.c: it
+     * hands calls of few tokens and heads to it), run and one-token calls. */
+    const qw_kernels *a2 = !strcmp(L->name, "avx512") ? kernels_level("avx2") : NULL;
+    if (a2) {
+        qw_attn_fn attn2 = qw_attn_for(a2, t);
+        int bad2 = 0;
+        attn2(outr, q, ldq, nt, nq, hd, &pg.kv, n0, 1.0f / sqrtf((float)hd), S);
+        for (int64_t j = 0; j < nt; j++) bad2 += memcmp(outr + j * ldq, out + j * ldq, (size_t)(nq * hd) * 4) != 0;
+        CHECK(bad2 == 0, "avx512 attn %s run nt=%lld nq=%lld hd=%lld n0=%lld: %d tokens differ from avx2's", tn,
+              (long long)nt, (long long)nq, (long long)hd, (long long)n0, bad2);
+    }
     paged_free(&pg);
     free(q);
     free(K);
@@ -758,6 +769,8 @@ static void check_attn_runs(const qw_kernels *L) {
             attn_run_case(L, nts[a], nq, hd, n0s[b], k % 2 ? 6 : 2, (qw_kv_type)(k % QW_KV_TYPE_COUNT));
         }
     attn_run_case(L, 40, 7, 64, 1, 6, QW_KV_F32); /* a prompt's first 40 tokens, Qwen2.5-0.5B's shape */
+    attn_run_case(L, 32, 7, 64, 300, 4, QW_KV_F16); /* a 32-token chunk at 300 rows, f16 cache */
+    attn_run_case(L, 5, 7, 128, 77, 3, QW_KV_BF16); /* the 1.5B's head width, just past 32 pairs */
 }
 
 /* The 16-bit KV store: bitwise the reference's rounding (nearest even;

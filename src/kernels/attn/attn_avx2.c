@@ -44,6 +44,11 @@
  * 2000 rows the kernel is memory bound and 16-bit rows run ~1.55x faster;
  * in cache (200 rows) the conversion costs nothing measurable
  * (tools/bench_attn.sh; docs/PERFORMANCE.md).
+ * attn_avx512.c (the avx512 level) gives this kernel's bits with its lanes
+ * the other way round, and hands it the calls of few tokens and heads: a
+ * change to the float steps here (score chains, hsum4x8's tree, the
+ * softmax's sums, the V chains) is a change there too (test_kernels.c
+ * compares the two levels bit for bit).
  */
 #include "kernels/kernels_impl.h"
 

@@ -1,14 +1,15 @@
 /* elementwise_avx512.c - the per-element kernels (rmsnorm, silu_mul, add)
  * with AVX-512 F, 16 floats per vector, every tail masked (a masked load
  * reads nothing outside its mask); beside their reference,
- * elementwise_ref.c. exp: Cephes-style polynomial as in simd_exp.h, 2^n
- * applied with vscalefps.
+ * elementwise_ref.c. exp: simd_exp.h's qw_exp16_avx512.
  */
 #include "kernels/kernels_impl.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
+
+#include "kernels/simd_exp.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -32,28 +33,12 @@ static void rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, 
     }
 }
 
-INLINE __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n); /* p * 2^n, n integral */
-}
-
 static void silu_mul_avx512(float *g, const float *u, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = lanes(n - i);
         __m512 x = _mm512_maskz_loadu_ps(m, g + i);
-        __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, exp16(_mm512_sub_ps(zero, x))));
+        __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, qw_exp16_avx512(_mm512_sub_ps(zero, x))));
         _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
