@@ -50,9 +50,13 @@
 #define ATT_MAX_THREADS 64
 /* Tokens per attention run (att_plan), and the score rows a thread's
  * scratch holds at least (more when the context is longer): a run of m
- * tokens at n cached rows needs about m * n of them. */
+ * tokens at n cached rows needs about m * n of them. 32768 rows (900 KB a
+ * thread for 7 heads) keep runs at 16 tokens up to 2048 rows; with 8192
+ * they fell to 4 there, each reading K and V again, and below the avx512
+ * attention kernel's zmm path (real 0.5B, 2048-token prompt, Zen 4: 441-500
+ * -> 479-520 tok/s; the avx2 level unchanged, docs/PERFORMANCE.md). */
 #define ATT_RUN_TOKENS 16
-#define ATT_RUN_ROWS 8192
+#define ATT_RUN_ROWS 32768
 /* Output-row granularity of the matmul split (kept SIMD friendly). */
 #define ROW_ALIGN 16
 /* Shares per thread of a matmul (see mm_shares). */
