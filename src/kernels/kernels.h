@@ -282,6 +282,12 @@ static inline const uint16_t *qw_kv_row16(const qw_kv_rows *kv, int64_t off, int
            (p & (((int64_t)1 << kv->shift) - 1)) * kv->ld;
 }
 
+/* Row p of K or V as bytes, for a cache of type t (the SIMD attention
+ * kernels address 16-bit and float32 rows alike and convert as they load). */
+static inline const char *qw_kv_row_bytes(const qw_kv_rows *kv, int64_t off, int64_t p, qw_kv_type t) {
+    return t == QW_KV_F32 ? (const char *)qw_kv_row(kv, off, p) : (const char *)(const void *)qw_kv_row16(kv, off, p);
+}
+
 /* The attention kernel's signature (qw_kernels.attn below). */
 typedef void (*qw_attn_fn)(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
                            const qw_kv_rows *kv, int64_t n, float scale, float *S);
@@ -289,6 +295,12 @@ typedef void (*qw_attn_fn)(float *out, const float *q, int64_t ldq, int64_t nt, 
 /* Scratch floats an attention call needs (qw_kernels.attn): nq scores for
  * each row of each token of the run. */
 static inline int64_t qw_attn_scratch(int64_t nt, int64_t nq, int64_t n) { return nq * (nt * n + nt * (nt - 1) / 2); }
+
+/* Where token j of a run finds its scores in that scratch: one row of n + j
+ * floats per head, from S + nq * (j * n + j * (j - 1) / 2). */
+static inline float *qw_attn_run_scores(float *S, int64_t nq, int64_t n, int64_t j) {
+    return S + nq * (j * n + j * (j - 1) / 2);
+}
 
 typedef struct qw_kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */

@@ -92,10 +92,6 @@ INLINE float fma1(float a, float b, float c) {
  * are addressed as bytes; ld8 / ld1 give floats, the 16-bit types
  * converted exactly (F16C's vcvtph2ps; bf16 is a 16-bit shift), so every
  * type runs the float32 kernel's operations. */
-INLINE const char *row_at(const qw_kv_rows *kv, int64_t off, int64_t p, const int T) {
-    return T == QW_KV_F32 ? (const char *)qw_kv_row(kv, off, p) : (const char *)qw_kv_row16(kv, off, p);
-}
-
 INLINE __m256 ld8(const char *row, int64_t i, const int T) {
     if (T == QW_KV_F32) return _mm256_loadu_ps((const float *)row + i);
     __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)row + i));
@@ -178,10 +174,6 @@ INLINE void v_tile_any(float *out, const float *S, int64_t n, const char *const 
 #undef VT
 }
 
-/* Token j of a run (kernels.h: attn): its scores start at S + nq * (j * n +
- * j * (j - 1) / 2), one row of n + j per head. */
-INLINE float *run_scores(float *S, int64_t nq, int64_t n, int64_t j) { return S + nq * (j * n + j * (j - 1) / 2); }
-
 /* nt <= MAX_RUN tokens, nq <= MAX_HEADS heads: token j attends rows
  * 0 .. n + j - 1. Each K tile and V block is read once for every token and
  * head of the run; each (token, head) gets exactly the operations of a
@@ -200,19 +192,19 @@ INLINE void attn_chunk(float *out, const float *q, int64_t ldq, int64_t nt, int6
          * depends on row r alone */
         int64_t ntile = nmax - p < 8 ? nmax - p : 8;
         const char *k[8];
-        for (int r = 0; r < 8; r++) k[r] = row_at(kv, kv->k_off, p + (r < ntile ? r : ntile - 1), T);
+        for (int r = 0; r < 8; r++) k[r] = qw_kv_row_bytes(kv, kv->k_off, p + (r < ntile ? r : ntile - 1), T);
         int64_t j0 = p < n ? 0 : p - n + 1; /* first token with a row in the tile */
         for (int64_t j = j0; j < nt; j++) {
             int64_t nj = n + j, nr = nj - p < 8 ? nj - p : 8;
-            float *Sj = run_scores(S, nq, n, j);
+            float *Sj = qw_attn_run_scores(S, nq, n, j);
             for (int64_t h = 0; h < nq; h++) {
                 /* prefetches spread over the first token's heads, one share per head */
                 if (j == j0)
                     for (int64_t r = p + h * 8 / nq; r < p + (h + 1) * 8 / nq; r++)
                         for (int64_t b = 0; b < hd * es; b += 64) {
                             if (r + PF_K_ROWS < nmax)
-                                _mm_prefetch(row_at(kv, kv->k_off, r + PF_K_ROWS, T) + b, _MM_HINT_T0);
-                            if (r < vpf) _mm_prefetch(row_at(kv, kv->v_off, r, T) + b, _MM_HINT_T1);
+                                _mm_prefetch(qw_kv_row_bytes(kv, kv->k_off, r + PF_K_ROWS, T) + b, _MM_HINT_T0);
+                            if (r < vpf) _mm_prefetch(qw_kv_row_bytes(kv, kv->v_off, r, T) + b, _MM_HINT_T1);
                         }
                 score_rows8(Sj + h * nj + p, nr, k, q + j * ldq + h * hd, hd, scale, T);
             }
@@ -223,7 +215,7 @@ INLINE void attn_chunk(float *out, const float *q, int64_t ldq, int64_t nt, int6
     for (int64_t j = 0; j < nt; j++)
         for (int64_t h = 0; h < nq; h++) {
             int64_t nj = n + j;
-            float *s = run_scores(S, nq, n, j) + h * nj;
+            float *s = qw_attn_run_scores(S, nq, n, j) + h * nj;
             int64_t i = 0;
             float mx = s[0];
             if (nj >= 8) {
@@ -255,10 +247,10 @@ INLINE void attn_chunk(float *out, const float *q, int64_t ldq, int64_t nt, int6
         int first = p0 == 0;
         int64_t j0 = p0 < n ? 0 : p0 - n + 1;
         const char *vr[PB];
-        for (int64_t p = p0; p < p0 + PB && p < nmax; p++) vr[p - p0] = row_at(kv, kv->v_off, p, T);
+        for (int64_t p = p0; p < p0 + PB && p < nmax; p++) vr[p - p0] = qw_kv_row_bytes(kv, kv->v_off, p, T);
         for (int64_t j = j0; j < nt; j++) {
             int64_t nj = n + j, p1 = p0 + PB < nj ? p0 + PB : nj;
-            const float *Sj = run_scores(S, nq, n, j);
+            const float *Sj = qw_attn_run_scores(S, nq, n, j);
             float *oj = out + j * ldq;
             for (int64_t d0 = 0; d0 < hd8;) {
                 int64_t left = (hd8 - d0) / 8;

@@ -57,10 +57,6 @@ enum {
 /* Mask of the first m (0..16) lanes. */
 INLINE __mmask16 lanes(int64_t m) { return m >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << m) - 1u); }
 
-INLINE const char *row_at(const qw_kv_rows *kv, int64_t off, int64_t p, const int T) {
-    return T == QW_KV_F32 ? (const char *)qw_kv_row(kv, off, p) : (const char *)qw_kv_row16(kv, off, p);
-}
-
 /* Elements i.. of a cache row (lanes m), as floats; zeros outside m. */
 INLINE __m512 ld16(const char *row, int64_t i, __mmask16 m, const int T) {
     if (T == QW_KV_F32) return _mm512_maskz_loadu_ps(m, (const float *)(const void *)row + i);
@@ -230,10 +226,6 @@ INLINE void v_any(float *out, const float *const *w, const char *const *vr, int6
 #undef VS
 }
 
-/* Token j of a run (kernels.h: attn): its scores start at S + nq * (j * n +
- * j * (j - 1) / 2), one row of n + j per head. */
-INLINE float *run_scores(float *S, int64_t nq, int64_t n, int64_t j) { return S + nq * (j * n + j * (j - 1) / 2); }
-
 /* nt <= MAX_RUN tokens, nq <= MAX_HEADS heads: token j attends rows
  * 0 .. n + j - 1. */
 INLINE void attn_chunk(float *out, const float *q, int64_t ldq, int64_t nt, int64_t nq, int64_t hd,
@@ -248,17 +240,17 @@ INLINE void attn_chunk(float *out, const float *q, int64_t ldq, int64_t nt, int6
     for (int64_t p = 0; p < nmax; p += 16) {
         const int64_t ntile = nmax - p < 16 ? nmax - p : 16;
         const char *k[16];
-        for (int r = 0; r < 16; r++) k[r] = row_at(kv, kv->k_off, p + (r < ntile ? r : ntile - 1), T);
+        for (int r = 0; r < 16; r++) k[r] = qw_kv_row_bytes(kv, kv->k_off, p + (r < ntile ? r : ntile - 1), T);
         for (int64_t r = p; r < p + 16; r++)
             for (int64_t b = 0; b < hd * es; b += 64) {
-                if (r + PF_K_ROWS < nmax) _mm_prefetch(row_at(kv, kv->k_off, r + PF_K_ROWS, T) + b, _MM_HINT_T0);
-                if (r < vpf) _mm_prefetch(row_at(kv, kv->v_off, r, T) + b, _MM_HINT_T1);
+                if (r + PF_K_ROWS < nmax) _mm_prefetch(qw_kv_row_bytes(kv, kv->k_off, r + PF_K_ROWS, T) + b, _MM_HINT_T0);
+                if (r < vpf) _mm_prefetch(qw_kv_row_bytes(kv, kv->v_off, r, T) + b, _MM_HINT_T1);
             }
         k_tile(kt, k, hd, T);
         int G = 0;
         for (int64_t j = p < n ? 0 : p - n + 1; j < nt; j++) {
             const int64_t nj = n + j;
-            float *Sj = run_scores(S, nq, n, j);
+            float *Sj = qw_attn_run_scores(S, nq, n, j);
             for (int64_t h = 0; h < nq; h++) {
                 pr[G] = (pair){q + j * ldq + h * hd, Sj + h * nj + p, lanes(nj - p)};
                 if (++G == PAIRS) score_any(pr, kt, hd, scale, G), G = 0;
@@ -269,17 +261,17 @@ INLINE void attn_chunk(float *out, const float *q, int64_t ldq, int64_t nt, int6
     /* softmax numerators and 1 / sum */
     float inv[MAX_RUN * MAX_HEADS];
     for (int64_t j = 0; j < nt; j++)
-        for (int64_t h = 0; h < nq; h++) inv[j * nq + h] = softmax_row(run_scores(S, nq, n, j) + h * (n + j), n + j);
+        for (int64_t h = 0; h < nq; h++) inv[j * nq + h] = softmax_row(qw_attn_run_scores(S, nq, n, j) + h * (n + j), n + j);
     /* 2. weighted sum of V rows, block by block */
     const int64_t nv = (hd + 15) / 16;
     const __mmask16 mlast = lanes(hd - 16 * (nv - 1));
     for (int64_t p0 = 0; p0 < nmax; p0 += PB) {
         const int first = p0 == 0;
         const char *vr[PB];
-        for (int64_t p = p0; p < p0 + PB && p < nmax; p++) vr[p - p0] = row_at(kv, kv->v_off, p, T);
+        for (int64_t p = p0; p < p0 + PB && p < nmax; p++) vr[p - p0] = qw_kv_row_bytes(kv, kv->v_off, p, T);
         for (int64_t j = p0 < n ? 0 : p0 - n + 1; j < nt; j++) {
             const int64_t nj = n + j, p1 = p0 + PB < nj ? p0 + PB : nj;
-            const float *Sj = run_scores(S, nq, n, j);
+            const float *Sj = qw_attn_run_scores(S, nq, n, j);
             for (int64_t v0 = 0; v0 < nv; v0 += 4) {
                 const int DV = nv - v0 < 4 ? (int)(nv - v0) : 4;
                 const __mmask16 ml = v0 + DV == nv ? mlast : (__mmask16)0xffff;

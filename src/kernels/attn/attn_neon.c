@@ -30,10 +30,6 @@ enum { PB = 64, MAX_HEADS = 32 };
 
 /* Rows of elements of type T (qw_kv_type, a constant in every caller),
  * addressed as bytes; ld4 / ld1 give floats. */
-INLINE const char *row_at(const qw_kv_rows *kv, int64_t off, int64_t p, const int T) {
-    return T == QW_KV_F32 ? (const char *)qw_kv_row(kv, off, p) : (const char *)qw_kv_row16(kv, off, p);
-}
-
 INLINE float32x4_t ld4(const char *row, int64_t i, const int T) {
     if (T == QW_KV_F32) return vld1q_f32((const float *)(const void *)row + i);
     uint16x4_t h = vld1_u16((const uint16_t *)(const void *)row + i);
@@ -80,7 +76,7 @@ INLINE void v_tile(float *out, const float *S, int64_t n, const qw_kv_rows *kv, 
         UNROLL for (int j = 0; j < DV; j++)
             acc[h][j] = first ? vdupq_n_f32(0.0f) : vld1q_f32(out + (h0 + h) * hd + d0 + 4 * j);
     for (int64_t p = p0; p < p1; p++) {
-        const char *v = row_at(kv, kv->v_off, p, T);
+        const char *v = qw_kv_row_bytes(kv, kv->v_off, p, T);
         float32x4_t vv[4];
         UNROLL for (int j = 0; j < DV; j++) vv[j] = ld4(v, d0 + 4 * j, T);
         UNROLL for (int h = 0; h < NH; h++) {
@@ -113,7 +109,7 @@ INLINE void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
     for (int64_t p = 0; p < n; p += 4) {
         int64_t nr = n - p < 4 ? n - p : 4;
         const char *k[4];
-        for (int r = 0; r < 4; r++) k[r] = row_at(kv, kv->k_off, p + (r < nr ? r : nr - 1), T);
+        for (int r = 0; r < 4; r++) k[r] = qw_kv_row_bytes(kv, kv->k_off, p + (r < nr ? r : nr - 1), T);
         int64_t h = 0;
         for (; h + 2 <= nq; h += 2) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 2, scale, T);
         if (h < nq) score_tile(S + h * n, n, p, nr, k, q + h * hd, hd, 1, scale, T);
@@ -158,7 +154,7 @@ INLINE void attn_chunk(float *out, const float *q, int64_t nq, int64_t hd, const
         for (int64_t h = 0; h < nq; h++)
             for (int64_t d = hd4; d < hd; d++) {
                 float a = first ? 0.0f : out[h * hd + d];
-                for (int64_t p = p0; p < p1; p++) a = fmaf(S[h * n + p], ld1(row_at(kv, kv->v_off, p, T), d, T), a);
+                for (int64_t p = p0; p < p1; p++) a = fmaf(S[h * n + p], ld1(qw_kv_row_bytes(kv, kv->v_off, p, T), d, T), a);
                 out[h * hd + d] = a;
             }
     }
